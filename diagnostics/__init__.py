@@ -1,0 +1,1 @@
+"""Cluster diagnostics (``mirrorlab diagnose`` / ``preflight``): not part of this release yet."""

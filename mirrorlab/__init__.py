@@ -1,0 +1,29 @@
+"""mirrorlab: TensorFlow 2.21 MultiWorkerMirroredStrategy semantics on NumPy/CuPy, run first on a
+deterministic simulated cluster (``mirrorlab.sim``) and then for real (``mirrorlab.backend``).
+
+The names follow ``tf.distribute`` so TF users feel at home::
+
+    import mirrorlab as ml
+    strategy = ml.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        w = ml.Variable(np.zeros(4, np.float32))
+"""
+
+from . import cluster, errors, nest
+from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, VariableSynchronization
+from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
+from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
+                         MultiWorkerMirroredStrategy, PerReplica, ReplicaContext, Strategy, StrategyExtended,
+                         SyncOnReadVariable, ValueContext, Variable, get_cross_replica_context,
+                         get_replica_context, get_strategy, has_strategy, in_cross_replica_context)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "cluster", "errors", "nest", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
+    "VariableSynchronization", "CollectiveCommunication", "CommunicationImplementation", "CommunicationOptions",
+    "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
+    "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",
+    "SyncOnReadVariable", "ValueContext", "Variable", "get_cross_replica_context", "get_replica_context",
+    "get_strategy", "has_strategy", "in_cross_replica_context", "__version__",
+]

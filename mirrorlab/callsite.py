@@ -1,0 +1,37 @@
+"""The user's call site (``file.py:line in func``) of a collective, for desync and hang reports."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import threading
+from functools import lru_cache
+
+__all__ = ["user_call_site"]
+
+
+@lru_cache(maxsize=1)
+def _internal_prefixes() -> tuple[str, ...]:
+    """Folders of mirrorlab's packages (wherever setuptools' package-dir put them) and of the stdlib
+    modules that sit between a user's frame and ours."""
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    for name in ("mirrorlab.sim", "mirrorlab.backend", "mirrorlab.diagnostics"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            dirs.append(os.path.dirname(os.path.abspath(spec.origin)))
+    files = [os.path.abspath(m.__file__) for m in (threading, contextlib)]
+    return tuple(d + os.sep for d in dirs) + tuple(files)
+
+
+def user_call_site(default: str = "<unknown>") -> str:
+    """The innermost stack frame outside mirrorlab's own packages."""
+    internal = _internal_prefixes()
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(internal) and not filename.startswith("<frozen"):
+            return f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back
+    return default

@@ -1,0 +1,164 @@
+"""One worker's member of the cross-worker collective group.
+
+It numbers collective instances, stamps every message with the instance's fingerprint, checks the
+fingerprint of every message it receives, enforces ``timeout_seconds`` and, on any failure, aborts the
+group so that every member fails with a message naming the workers, their collectives and call sites
+(TF instead hangs, or fails with "Shape mismatch in the collective instance N").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors
+from .message import Fingerprint, Header, Message
+from .transport import Transport
+
+__all__ = ["Communicator", "Instance", "CollectiveState"]
+
+FIX_DESYNC = ("Fix: every worker must run the same collectives (reduce, all_reduce, gather, variable "
+              "creation, ON_READ reads, checkpoint saves) in the same order with the same dtypes and shapes; "
+              "look for code that only some workers run (e.g. `if is_chief:`) or data that differs in shape.")
+
+
+@dataclass(frozen=True)
+class CollectiveState:
+    """Where a worker is: the collective it is in (or last finished) and the user's call site."""
+
+    seq: int
+    fingerprint: Fingerprint
+    site: str
+
+    def describe(self) -> str:
+        return f"{self.fingerprint.describe()} #{self.seq} at {self.site}"
+
+
+class Communicator:
+    """Collective instances over a ``Transport`` for rank ``rank`` of ``size`` workers.
+
+    ``names[r]`` is worker r's device-style name, used in error messages. ``transport`` may be None
+    for a single worker.
+    """
+
+    def __init__(self, rank: int, size: int, names: Sequence[str], transport: Transport | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if size > 1 and transport is None:
+            raise ValueError("a communicator of more than one worker needs a transport")
+        self.rank = rank
+        self.size = size
+        self.names = list(names)
+        self.transport = transport
+        self._clock = clock if transport is None else transport.now
+        self.seq = 0
+        self.current: CollectiveState | None = None
+        self.last_completed: CollectiveState | None = None
+        self._local_error: errors.OpError | None = None
+
+    def now(self) -> float:
+        return self._clock()
+
+    @property
+    def error(self) -> errors.OpError | None:
+        """The error that poisoned this group, if any (every later collective raises it)."""
+        if self._local_error is not None:
+            return self._local_error
+        return self.transport.abort_error if self.transport is not None else None
+
+    def start(self, fingerprint: Fingerprint, site: str, timeout: float | None) -> "Instance":
+        """Begin the next collective instance; raises at once if the group is already aborted."""
+        self.seq += 1
+        state = CollectiveState(self.seq, fingerprint, site)
+        self.current = state
+        if self.error is not None:
+            raise errors.clone(self.error)
+        deadline = None if not timeout else self.now() + float(timeout)
+        return Instance(self, state, deadline, timeout)
+
+    def finish(self, instance: "Instance") -> None:
+        self.last_completed = instance.state
+        self.current = None
+
+    def fail(self, error: errors.OpError) -> errors.OpError:
+        """Poison the group with ``error`` (telling peers) and return it for raising."""
+        if self.error is None:
+            self._local_error = error
+            if self.transport is not None:
+                self.transport.abort(error)
+        return error
+
+    def worker_label(self, rank: int) -> str:
+        return f"worker {rank} ({self.names[rank]})"
+
+
+class Instance:
+    """One collective instance: sends and receives stamped with its fingerprint and deadline."""
+
+    def __init__(self, comm: Communicator, state: CollectiveState, deadline: float | None,
+                 timeout: float | None) -> None:
+        self.comm = comm
+        self.state = state
+        self.deadline = deadline
+        self.timeout = timeout
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def size(self) -> int:
+        return self.comm.size
+
+    def send(self, peer: int, payload: Any, step: int) -> None:
+        header = Header(self.state.seq, self.state.fingerprint, step, self.comm.rank, self.state.site)
+        self.comm.transport.send(peer, Message(header, payload))
+
+    def recv(self, peer: int, step: int) -> Any:
+        """The payload of the next message from ``peer``, after checking it belongs to this collective."""
+        try:
+            message = self.comm.transport.recv(peer, self.deadline)
+        except errors.DeadlineExceededError as exc:
+            raise self.comm.fail(errors.DeadlineExceededError(
+                "Collective has timed out during execution.\n"
+                f"{self.comm.worker_label(self.rank)} waited {self.timeout} s in {self.state.describe()} "
+                f"for {self.comm.worker_label(peer)}, which has not sent its part.\n"
+                "Fix: check that worker is alive and runs the same collectives; raise "
+                "CommunicationOptions(timeout_seconds=...) if it is merely slow.")) from exc
+        self._check(peer, message.header)
+        return message.payload
+
+    def _check(self, peer: int, header: Header) -> None:
+        mine, theirs = self.state, CollectiveState(header.seq, header.fingerprint, header.site)
+        if header.seq == mine.seq and header.fingerprint == mine.fingerprint:
+            return
+        raise self.comm.fail(errors.CollectiveMismatchError(mismatch_text(self.comm, peer, mine, theirs)))
+
+    def done(self) -> None:
+        self.comm.finish(self)
+
+
+def mismatch_text(comm: Communicator, peer: int, mine: CollectiveState, theirs: CollectiveState) -> str:
+    """TF's first sentence for the mismatch, then both sides and the fix."""
+    a, b = mine.fingerprint, theirs.fingerprint
+    device = comm.names[comm.rank]
+    if mine.seq != theirs.seq:
+        head = (f"Collective desync: collective instance {mine.seq} on {device} received a message that "
+                f"belongs to collective instance {theirs.seq} of another member.")
+    elif a.op != b.op or a.detail != b.detail:
+        head = (f"Collective type mismatch in the collective instance {mine.seq}. Op at device {device} "
+                f"is {a.describe()} but another member in the group is {b.describe()}.")
+    elif a.dtype != b.dtype:
+        head = (f"Data type mismatch in the collective instance {mine.seq}. Op at device {device} expected "
+                f"dtype {a.dtype} but another member in the group expected dtype {b.dtype}.")
+    else:
+        head = (f"Shape mismatch in the collective instance {mine.seq}. Op at device {device} expected shape "
+                f"{_dims(a.shape)} but another member in the group expected shape {_dims(b.shape)}. "
+                "This is likely due to different input shapes at different members of the collective op.")
+    return (f"{head}\n  {comm.worker_label(comm.rank)}: {mine.describe()}\n"
+            f"  {comm.worker_label(peer)}: {theirs.describe()}\n{FIX_DESYNC}")
+
+
+def _dims(shape: tuple) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"

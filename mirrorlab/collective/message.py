@@ -1,0 +1,102 @@
+"""What travels between workers: a header that fingerprints the collective, plus one raw array.
+
+Headers let every receiver check that sender and receiver are in the *same* collective (sequence
+number, op, dtype, shape) before using the bytes: this is how desyncs become errors instead of hangs
+or garbage. Nothing here is ever pickled; the gRPC backend encodes headers as JSON and arrays as
+dtype/shape plus raw bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors
+
+__all__ = ["Fingerprint", "Header", "Message", "AbortNotice"]
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What every member must agree on for one collective instance."""
+
+    op: str
+    dtype: str = ""
+    shape: tuple = ()
+    detail: str = ""
+
+    def describe(self) -> str:
+        """Human form, e.g. ``all_reduce(SUM) float32[4,2]``."""
+        detail = f"({self.detail})" if self.detail else ""
+        if not self.dtype:
+            return f"{self.op}{detail}"
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.op}{detail} {self.dtype}[{dims}]"
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "dtype": self.dtype, "shape": list(self.shape), "detail": self.detail}
+
+    @staticmethod
+    def from_json(data: dict) -> "Fingerprint":
+        return Fingerprint(str(data["op"]), str(data["dtype"]),
+                           tuple(None if d is None else int(d) for d in data["shape"]), str(data["detail"]))
+
+
+@dataclass(frozen=True)
+class Header:
+    """Per-message metadata: which collective instance and algorithm step, and who sent it from where."""
+
+    seq: int
+    fingerprint: Fingerprint
+    step: int
+    sender: int
+    site: str
+
+    def to_json(self) -> dict:
+        return {"seq": self.seq, "fingerprint": self.fingerprint.to_json(), "step": self.step,
+                "sender": self.sender, "site": self.site}
+
+    @staticmethod
+    def from_json(data: dict) -> "Header":
+        return Header(int(data["seq"]), Fingerprint.from_json(data["fingerprint"]), int(data["step"]),
+                      int(data["sender"]), str(data["site"]))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One header plus one array payload (NumPy or CuPy)."""
+
+    header: Header
+    payload: Any
+
+
+RESTART_HINT = "The error could be from a previous operation. Restart your program to reset."
+
+
+@dataclass(frozen=True)
+class AbortNotice:
+    """Sent to every peer when a member fails, so their collectives fail fast instead of hanging."""
+
+    sender: int
+    error_type: str
+    text: str
+
+    @staticmethod
+    def of(sender: int, error: errors.OpError) -> "AbortNotice":
+        """The notice for ``error``, worded as TF words an aborted collective."""
+        return AbortNotice(sender, type(error).__name__,
+                           f"Collective ops is aborted by: {error.message}\n{RESTART_HINT}")
+
+    def to_error(self) -> errors.OpError:
+        """The error a peer raises; only mirrorlab's OpError classes are ever instantiated."""
+        cls = getattr(errors, self.error_type, None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.OpError)):
+            cls = errors.UnknownError
+        return cls(self.text)
+
+    def to_json(self) -> dict:
+        return {"sender": self.sender, "error_type": self.error_type, "text": self.text}
+
+    @staticmethod
+    def from_json(data: dict) -> "AbortNotice":
+        return AbortNotice(int(data["sender"]), str(data["error_type"]), str(data["text"]))

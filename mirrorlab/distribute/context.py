@@ -1,0 +1,88 @@
+"""The per-thread distribution context: which strategy is current and whether this thread runs in a
+replica (inside ``strategy.run``) or in cross-replica context (inside ``scope()`` or ``merge_call``)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .replica_context import ReplicaContext
+    from .strategy import Strategy
+
+__all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context",
+           "get_cross_replica_context", "enter", "current_frame"]
+
+_tls = threading.local()
+
+
+@dataclass(frozen=True)
+class Frame:
+    strategy: "Strategy"
+    replica: "ReplicaContext | None"
+
+
+def _stack() -> list[Frame]:
+    stack = getattr(_tls, "stack", None)
+    if stack is None:
+        stack = _tls.stack = []
+    return stack
+
+
+def current_frame() -> Frame | None:
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+@contextmanager
+def enter(strategy: "Strategy", replica: "ReplicaContext | None") -> Iterator[None]:
+    """Make ``strategy`` current on this thread, in replica context if ``replica`` is given."""
+    stack = _stack()
+    stack.append(Frame(strategy, replica))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def get_strategy() -> "Strategy":
+    """The current strategy, or the default single-replica strategy outside any scope."""
+    frame = current_frame()
+    if frame is not None:
+        return frame.strategy
+    from .strategy import default_strategy
+
+    return default_strategy()
+
+
+def has_strategy() -> bool:
+    """True inside a non-default strategy's scope or replica function."""
+    frame = current_frame()
+    return frame is not None and not frame.strategy._is_default
+
+
+def get_replica_context() -> "ReplicaContext | None":
+    """The replica context inside ``run``; None in cross-replica context; the default one otherwise."""
+    frame = current_frame()
+    if frame is None:
+        from .strategy import default_strategy
+
+        return default_strategy()._default_replica_context()
+    return frame.replica
+
+
+def in_cross_replica_context() -> bool:
+    """True inside ``strategy.scope()`` (or a ``merge_call`` function) but outside ``run``."""
+    frame = current_frame()
+    return frame is not None and frame.replica is None and not frame.strategy._is_default
+
+
+def get_cross_replica_context() -> Any:
+    """The current strategy in cross-replica context, else None (as ``tf.distribute``)."""
+    frame = current_frame()
+    if frame is None:
+        return get_strategy()
+    return frame.strategy if frame.replica is None else None

@@ -1,0 +1,108 @@
+"""``ReplicaContext``: what a replica function sees inside ``strategy.run``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import errors, nest
+from ..aggregation import ReduceOp
+from ..callsite import user_call_site
+from ..collective.communicator import FIX_DESYNC
+from ..communication import Options
+from ..tensor import as_tensor
+from . import context
+from .regroup import regroup, select_replica
+from .replica_pool import MERGE_CALL, SyncRequest
+
+if TYPE_CHECKING:
+    from .strategy import Strategy
+
+__all__ = ["ReplicaContext"]
+
+
+class ReplicaContext:
+    """Replica ``local_id`` of this worker; its global id is ``worker_rank * local_replicas + local_id``."""
+
+    def __init__(self, strategy: "Strategy", local_id: int) -> None:
+        self._strategy = strategy
+        self._local_id = local_id
+
+    @property
+    def strategy(self) -> "Strategy":
+        return self._strategy
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self._strategy.num_replicas_in_sync
+
+    @property
+    def replica_id_in_sync_group(self) -> int:
+        ext = self._strategy.extended
+        return ext._rank * len(ext.worker_devices) + self._local_id
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return (self._strategy.extended.worker_devices[self._local_id],)
+
+    def _sync(self, kind: str, payload: Any, handler: Callable[[list[SyncRequest]], list[Any]]) -> Any:
+        request = SyncRequest(kind, payload, user_call_site(), handler)
+        return self._strategy.extended._pool.sync(self._local_id, request)
+
+    def all_reduce(self, reduce_op: ReduceOp | str, value: Any, options: Options | None = None) -> Any:
+        """Reduce ``value`` (a nest of arrays) over all replicas of all workers; every replica gets the result."""
+        op = ReduceOp.coerce(reduce_op)
+        leaves = [as_tensor(x) for x in nest.flatten(value)]
+        ext = self._strategy.extended
+
+        def handler(requests: list[SyncRequest]) -> list[Any]:
+            structures = _same_structures(requests)
+            by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
+            results = ext._group.all_reduce(op, by_leaf, requests[0].site, options)
+            return [nest.pack_sequence_as(s, [r.view() for r in results]) for s in structures]
+
+        return self._sync(f"all_reduce({op.name})", (value, leaves), handler)
+
+    def all_gather(self, value: Any, axis: int, options: Options | None = None) -> Any:
+        """Concatenate ``value`` (a nest) from all replicas along ``axis``, in replica-id order."""
+        leaves = [as_tensor(x) for x in nest.flatten(value)]
+        ext = self._strategy.extended
+
+        def handler(requests: list[SyncRequest]) -> list[Any]:
+            structures = _same_structures(requests)
+            by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
+            results = ext._gather_leaves(by_leaf, axis, requests[0].site, options)
+            return [nest.pack_sequence_as(s, [r.view() for r in results]) for s in structures]
+
+        return self._sync(f"all_gather(axis={axis})", (value, leaves), handler)
+
+    def merge_call(self, merge_fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Pause all replicas, call ``merge_fn(strategy, *grouped_args)`` once in cross-replica context,
+        and give each replica its part of the result."""
+        strategy = self._strategy
+
+        def handler(requests: list[SyncRequest]) -> list[Any]:
+            fn = requests[0].payload[0]
+            grouped_args = regroup([r.payload[1] for r in requests])
+            grouped_kwargs = regroup([r.payload[2] for r in requests])
+            with context.enter(strategy, None):
+                result = fn(strategy, *grouped_args, **grouped_kwargs)
+            return [select_replica(k, result) for k in range(len(requests))]
+
+        return self._sync(MERGE_CALL, (merge_fn, tuple(args), dict(kwargs or {})), handler)
+
+    def __repr__(self) -> str:
+        return f"ReplicaContext(replica_id_in_sync_group={self.replica_id_in_sync_group})"
+
+
+def _same_structures(requests: list[SyncRequest]) -> list[Any]:
+    """The value structure of each replica's request; they must all match."""
+    structures = [r.payload[0] for r in requests]
+    for k, s in enumerate(structures[1:], start=1):
+        try:
+            nest.assert_same_structure(structures[0], s)
+        except ValueError as exc:
+            raise errors.CollectiveMismatchError(
+                f"Replicas passed differently structured values to {requests[0].kind}: replica 0 at "
+                f"{requests[0].site} vs replica {k} at {requests[k].site}: {exc}\n{FIX_DESYNC}") from None
+    return structures

@@ -1,0 +1,431 @@
+"""The strategies: ``MultiWorkerMirroredStrategy``, ``MirroredStrategy`` and the default one.
+
+A strategy binds to a ``WorkerRuntime`` (its devices and collective group, given by the environment:
+a plain process, a simulated worker or a real backend) and implements ``run``, ``reduce``, ``gather``
+and variable creation on top of the replica pool and the collective group.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from .. import nest
+from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
+from ..callsite import user_call_site
+from ..cluster import ClusterResolver, TFConfigClusterResolver
+from ..cluster import roles
+from ..collective.group import CollectiveGroup
+from ..communication import Options
+from ..runtime import WorkerRuntime, current_environment
+from ..tensor import array_module, as_tensor, frozen
+from . import context
+from .input_context import ValueContext
+from .regroup import regroup, select_replica
+from .replica_context import ReplicaContext
+from .replica_pool import InlinePool, SyncRequest, ThreadPool
+from .values import DistributedValues, Mirrored
+from .variables import (DistributedVariable, MirroredVariable, SyncOnReadVariable, _initial_array,
+                        validate_synchronization_aggregation_trainable)
+
+__all__ = ["Strategy", "StrategyExtended", "MultiWorkerMirroredStrategy", "MirroredStrategy",
+           "default_strategy", "canonical_device"]
+
+CROSS_REPLICA_REQUIRED = "Method requires being in cross-replica context, use get_replica_context().merge_call()"
+GATHER_CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires cross-replica context, use "
+                                 "get_replica_context().all_gather() instead")
+
+
+class StrategyExtended:
+    """``strategy.extended``: devices, roles, and the machinery (replica pool, collective group)."""
+
+    def __init__(self, strategy: "Strategy", runtime: WorkerRuntime, options: Options, *, rank: int = 0,
+                 num_workers: int = 1, task_type: str | None = None, task_id: int | None = None,
+                 is_chief: bool = True, between_graph: bool = False) -> None:
+        self._container = weakref.ref(strategy)
+        self._runtime = runtime
+        self._options = options
+        self._rank = rank
+        self._num_workers = num_workers
+        self._task_type = task_type
+        self._task_id = task_id
+        self._is_chief = is_chief
+        self._between_graph = between_graph
+        self._step = 0
+        devices = runtime.devices
+        self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
+                                      runtime.before_collective)
+        if len(devices) == 1:
+            self._pool = InlinePool()
+        else:
+            self._pool = ThreadPool(len(devices), runtime.spawn, f"worker:{rank}", runtime.comm.fail)
+            weakref.finalize(strategy, self._pool.close)
+            runtime.adopt(self._pool)
+
+    # -- TF's public surface --------------------------------------------------------------------
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        return self._runtime.devices
+
+    @property
+    def parameter_devices(self) -> tuple[str, ...]:
+        return self._runtime.devices
+
+    @property
+    def should_checkpoint(self) -> bool:
+        return self._is_chief
+
+    @property
+    def should_save_summary(self) -> bool:
+        return self._is_chief
+
+    @property
+    def experimental_should_init(self) -> bool:
+        return True
+
+    @property
+    def should_init(self) -> bool:
+        return True
+
+    @property
+    def experimental_between_graph(self) -> bool:
+        return self._between_graph
+
+    @property
+    def experimental_require_static_shapes(self) -> bool:
+        return True
+
+    @property
+    def _id_in_cluster(self) -> int:
+        return self._rank
+
+    # -- variables ------------------------------------------------------------------------------
+
+    def _create_variable(self, initial_value: Any = None, trainable: bool | None = None,
+                         validate_shape: bool = True, caching_device: Any = None, name: str | None = None,
+                         variable_def: Any = None, dtype: Any = None, import_scope: Any = None,
+                         constraint: Any = None, synchronization: Any = VariableSynchronization.AUTO,
+                         aggregation: Any = VariableAggregation.NONE, shape: Any = None) -> DistributedVariable:
+        sync, agg, trainable = validate_synchronization_aggregation_trainable(
+            synchronization, aggregation, trainable, name)
+        if sync == VariableSynchronization.NONE:
+            raise ValueError("`NONE` variable synchronization mode is not supported with tf.distribute strategy. "
+                             f"Please change the `synchronization` for variable: {name}")
+
+        def create() -> DistributedVariable:
+            value = _initial_array(initial_value, dtype, shape)
+            if agg == VariableAggregation.MEAN and np.dtype(value.dtype).kind not in "fc":
+                raise ValueError("creating distributed tf.Variable with aggregation=MEAN and a non-floating dtype "
+                                 "is not supported, please use a different aggregation or dtype")
+            if self._num_workers > 1:
+                # Every worker starts from the chief's initial value (TF broadcasts it from the chief).
+                value = self._group.broadcast([value], user_call_site())[0]
+            cls = SyncOnReadVariable if sync == VariableSynchronization.ON_READ else MirroredVariable
+            return cls(self._container(), value, name, trainable, sync, agg)
+
+        frame = context.current_frame()
+        if frame is None or frame.replica is None:
+            return create()
+        # In a replica function: one variable for all replicas, created once they all ask for it.
+        request = SyncRequest(f"create_variable({name})", None, user_call_site(),
+                              lambda requests: [create()] * len(requests))
+        return self._pool.sync(frame.replica._local_id, request)
+
+    # -- collectives on local components ------------------------------------------------------------
+
+    def _gather_leaves(self, by_leaf: list[list[Any]], axis: int, site: str, options: Options | None) -> list[Any]:
+        moved = []
+        for leaf in by_leaf:
+            rank = leaf[0].ndim
+            if rank == 0 or not -rank <= axis < rank:
+                raise ValueError(f"axis {axis} is out of range for a value of rank {rank} in gather/all_gather. "
+                                 "Fix: gather values of rank >= 1 along an existing axis.")
+            moved.append([array_module(c).moveaxis(c, axis, 0) for c in leaf])
+        gathered = self._group.all_gather(moved, site, options)
+        return [frozen(array_module(g).moveaxis(g, 0, axis)) for g in gathered]
+
+    def _components(self, value: Any) -> list[Any]:
+        """The local per-replica arrays behind a leaf passed to reduce/gather."""
+        if isinstance(value, DistributedVariable):
+            return list(value._components)
+        if isinstance(value, DistributedValues):
+            return [as_tensor(v) for v in value.values]
+        return [as_tensor(value)] * len(self.worker_devices)
+
+
+class Strategy:
+    """The methods shared by every strategy (TF's ``tf.distribute.Strategy``)."""
+
+    _is_default = False
+
+    def __init__(self, extended: StrategyExtended, cluster_resolver: ClusterResolver | None = None) -> None:
+        self._extended = extended
+        self._cluster_resolver = cluster_resolver
+
+    @property
+    def extended(self) -> StrategyExtended:
+        return self._extended
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self._extended._group.num_replicas
+
+    @property
+    def cluster_resolver(self) -> ClusterResolver | None:
+        return self._cluster_resolver
+
+    # -- contexts -------------------------------------------------------------------------------
+
+    @contextmanager
+    def scope(self) -> Iterator["Strategy"]:
+        """Cross-replica context: variables created here are distributed."""
+        frame = context.current_frame()
+        if frame is not None and frame.strategy is not self and not frame.strategy._is_default:
+            raise RuntimeError(f"Mixing different tf.distribute.Strategy objects: {self} is not {frame.strategy}")
+        with context.enter(self, None):
+            yield self
+
+    def _require_cross_replica(self, message: str) -> None:
+        frame = context.current_frame()
+        if frame is None:
+            return
+        if frame.strategy is not self and not frame.strategy._is_default:
+            raise RuntimeError(f"Mixing different tf.distribute.Strategy objects: {self} is not {frame.strategy}")
+        if frame.replica is not None:
+            raise RuntimeError(message)
+
+    def _default_replica_context(self) -> ReplicaContext:
+        return ReplicaContext(self, 0)
+
+    # -- run --------------------------------------------------------------------------------------
+
+    def run(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, options: Any = None) -> Any:
+        """Call ``fn`` once per local replica with that replica's part of ``args``; returns PerReplica
+        values (plain values when there is one local replica or every replica returned the same object)."""
+        self._require_cross_replica(CROSS_REPLICA_REQUIRED)
+        ext = self._extended
+        ext._step += 1
+        ext._runtime.before_step(ext._step)
+        kwargs = kwargs or {}
+
+        def replica_fn(k: int) -> Callable[[], Any]:
+            def call() -> Any:
+                with context.enter(self, ReplicaContext(self, k)):
+                    return fn(*select_replica(k, tuple(args)), **select_replica(k, kwargs))
+            return call
+
+        with context.enter(self, None):
+            results = ext._pool.run([replica_fn(k) for k in range(ext._pool.size)])
+        return regroup(results)
+
+    # -- cross-replica reductions ---------------------------------------------------------------
+
+    def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: Any = None) -> Any:
+        """Reduce per-replica ``value`` across all replicas of all workers (every worker gets the result).
+
+        With ``axis`` each replica first sums along it, and MEAN divides by the total element count
+        over all replicas, so uneven and empty partial batches give the true global mean."""
+        self._require_cross_replica(CROSS_REPLICA_REQUIRED)
+        op = ReduceOp.coerce(reduce_op)
+        site = user_call_site()
+        leaves = nest.flatten(value)
+        with context.enter(self, None):
+            if axis is None:
+                out = self._reduce_leaves(op, leaves, site)
+            else:
+                out = self._reduce_along_axis(op, leaves, axis, site)
+        return nest.pack_sequence_as(value, out)
+
+    def _reduce_leaves(self, op: ReduceOp, leaves: list[Any], site: str) -> list[Any]:
+        ext = self._extended
+        out: list[Any] = [None] * len(leaves)
+        todo = []
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, Mirrored) and op == ReduceOp.MEAN:
+                out[i] = as_tensor(leaf.values[0])
+            elif not isinstance(leaf, (DistributedValues, DistributedVariable)) and ext._num_workers == 1:
+                out[i] = self._reduce_non_distributed(op, as_tensor(leaf))
+            else:
+                todo.append(i)
+        if todo:
+            reduced = ext._group.all_reduce(op, [ext._components(leaves[i]) for i in todo], site)
+            for i, r in zip(todo, reduced):
+                out[i] = r
+        return out
+
+    def _reduce_non_distributed(self, op: ReduceOp, value: Any) -> Any:
+        """TF's rule for a plain value on one worker: MEAN (or one replica, or zeros) returns it as is."""
+        if op == ReduceOp.MEAN or self.num_replicas_in_sync == 1 or not np.any(np.asarray(value)):
+            return value
+        raise ValueError(f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}.")
+
+    def _reduce_along_axis(self, op: ReduceOp, leaves: list[Any], axis: Any, site: str) -> list[Any]:
+        ext = self._extended
+        numers, denoms = [], []
+        for leaf in leaves:
+            comps = ext._components(leaf)
+            axes = _normalize_axis(axis, comps[0].ndim)
+            xp = array_module(comps[0])
+            numers.append([xp.sum(c, axis=axes) for c in comps])
+            denoms.append([np.asarray(int(np.prod([c.shape[a] for a in axes])), dtype=np.int64) for c in comps])
+        total = ext._group.all_reduce(ReduceOp.SUM, numers, site)
+        if op == ReduceOp.SUM:
+            return total
+        counts = ext._group.all_reduce(ReduceOp.SUM, denoms, site)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return [frozen(_truediv(t, c)) for t, c in zip(total, counts)]
+
+    def gather(self, value: Any, axis: int) -> Any:
+        """Concatenate per-replica ``value`` along ``axis`` over all replicas (uneven lengths allowed)."""
+        self._require_cross_replica(GATHER_CROSS_REPLICA_REQUIRED)
+        ext = self._extended
+        leaves = nest.flatten(value)
+        with context.enter(self, None):
+            gathered = ext._gather_leaves([ext._components(leaf) for leaf in leaves], axis, user_call_site(), None)
+        return nest.pack_sequence_as(value, gathered)
+
+    # -- per-replica values ----------------------------------------------------------------------
+
+    def experimental_local_results(self, value: Any) -> tuple:
+        """The values of this worker's replicas, in local replica order."""
+        if isinstance(value, (DistributedValues, DistributedVariable)):
+            return tuple(value.values)
+        return (value,)
+
+    def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], Any]) -> Any:
+        """``value_fn(ValueContext)`` once per local replica, as a PerReplica (nest of PerReplica)."""
+        ext = self._extended
+        n_local = len(ext.worker_devices)
+        values = [value_fn(ValueContext(ext._rank * n_local + k, self.num_replicas_in_sync))
+                  for k in range(n_local)]
+        return regroup(values, always_wrap=True)
+
+    def __repr__(self) -> str:
+        return f"<mirrorlab.{type(self).__name__} object at {id(self):#x}>"
+
+
+def _normalize_axis(axis: Any, rank: int) -> tuple[int, ...]:
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        axes = (int(axis),)
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(int(a) for a in axis)
+    else:
+        raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
+    if rank == 0:
+        raise ValueError(f"Invalid reduction dimension {axes[0]} for input with 0 dimensions. "
+                         "Fix: reduce a scalar with axis=None.")
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ValueError(f"`axis` = {axis!r} out of range for `value` with rank {rank}")
+    return tuple(a % rank for a in axes)
+
+
+def _truediv(numer: Any, denom: Any) -> Any:
+    """``numer / cast(denom, numer.dtype)`` like TF's truediv (integers divide to float64)."""
+    if np.dtype(numer.dtype).kind in "fc":
+        return numer / denom.astype(numer.dtype)
+    return numer.astype(np.float64) / denom.astype(np.float64)
+
+
+_DEVICE_RE = re.compile(r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?/?(?:device:)?(?P<type>[A-Za-z]+):(?P<index>\d+)$")
+
+
+def canonical_device(spec: str, prefix: str = "/job:localhost/replica:0/task:0") -> str:
+    """``"/gpu:1"`` -> ``"/job:localhost/replica:0/task:0/device:GPU:1"``."""
+    match = _DEVICE_RE.match(spec.strip())
+    if not match or match["type"].upper() not in ("CPU", "GPU"):
+        raise ValueError(f"Invalid device {spec!r}: expected a CPU or GPU device such as '/gpu:0' or "
+                         "'/job:localhost/replica:0/task:0/device:CPU:0'.")
+    return f"{prefix}/device:{match['type'].upper()}:{int(match['index'])}"
+
+
+class MultiWorkerMirroredStrategy(Strategy):
+    """Synchronous data parallelism over all devices of all workers, like
+    ``tf.distribute.MultiWorkerMirroredStrategy``. The cluster comes from ``TF_CONFIG`` (or the given
+    resolver); without a cluster it runs locally on this machine's GPUs, or one CPU."""
+
+    def __init__(self, cluster_resolver: ClusterResolver | None = None,
+                 communication_options: Options | None = None) -> None:
+        if communication_options is None:
+            communication_options = Options()
+        if not isinstance(communication_options, Options):
+            raise ValueError("communication_options must be an instance of "
+                             "tf.distribute.experimental.CommunicationOptions")
+        if cluster_resolver is None:
+            cluster_resolver = TFConfigClusterResolver()
+        if not isinstance(cluster_resolver, ClusterResolver):
+            raise ValueError("cluster_resolver must be an instance of "
+                             "tf.distribute.cluster_resolver.ClusterResolver")
+        env = current_environment()
+        spec = roles.normalize_cluster_spec(cluster_resolver.cluster_spec())
+        task_type, task_id = cluster_resolver.task_type, cluster_resolver.task_id
+        if not spec.as_dict() or task_type == "evaluator":
+            device_type, count = env.default_device_type()
+            devices = [f"/job:localhost/replica:0/task:0/device:{device_type}:{k}" for k in range(count)]
+            extended = StrategyExtended(self, env.local_runtime(devices), communication_options)
+        else:
+            roles.validate_cluster_spec(spec, task_type, task_id)
+            rank = roles.id_in_cluster(spec, task_type, task_id)
+            names = _task_names(spec)
+            runtime = env.cluster_runtime(spec, task_type, task_id, rank, names, cluster_resolver.rpc_layer)
+            extended = StrategyExtended(
+                self, runtime, communication_options, rank=rank, num_workers=len(names), task_type=task_type,
+                task_id=task_id, is_chief=roles.is_chief(spec, task_type, task_id), between_graph=True)
+        super().__init__(extended, cluster_resolver)
+        if extended._num_workers > 1:
+            # Like TF's startup, nobody proceeds until every worker has created its strategy.
+            extended._group.barrier(user_call_site(), "strategy creation")
+
+
+def _task_names(spec: Any) -> list[str]:
+    """Task names of the collective group in rank order: the chief, then the workers."""
+    jobs = spec.as_dict()
+    names = [f"/job:chief/replica:0/task:{i}" for i in spec.task_indices("chief")] if "chief" in jobs else []
+    if "worker" in jobs:
+        names += [f"/job:worker/replica:0/task:{i}" for i in spec.task_indices("worker")]
+    return names
+
+
+class MirroredStrategy(Strategy):
+    """Synchronous data parallelism over several devices of one worker (``tf.distribute.MirroredStrategy``)."""
+
+    def __init__(self, devices: list[str] | tuple[str, ...] | None = None, cross_device_ops: Any = None) -> None:
+        env = current_environment()
+        if devices is None:
+            device_type, count = env.default_device_type()
+            devices = [f"/device:{device_type}:{k}" for k in range(count)]
+        if isinstance(devices, str):
+            devices = [devices]
+        devices = [canonical_device(d) for d in devices]
+        if not devices:
+            raise ValueError("Must specify at least one device.")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"No duplicates allowed in `devices` argument: {devices}")
+        super().__init__(StrategyExtended(self, env.local_runtime(devices), Options()))
+
+
+class _DefaultStrategy(Strategy):
+    """The strategy in effect outside any scope: one replica, plain variables."""
+
+    _is_default = True
+
+
+_DEFAULT: list[_DefaultStrategy] = []
+
+
+def default_strategy() -> Strategy:
+    """The process-wide default strategy (created on first use)."""
+    if not _DEFAULT:
+        from ..runtime.local import LocalEnvironment
+
+        runtime = LocalEnvironment().local_runtime(["/job:localhost/replica:0/task:0/device:CPU:0"])
+        strategy = _DefaultStrategy.__new__(_DefaultStrategy)
+        Strategy.__init__(strategy, StrategyExtended(strategy, runtime, Options()))
+        _DEFAULT.append(strategy)
+    return _DEFAULT[0]

@@ -1,0 +1,419 @@
+"""Variables: plain ``Variable`` and the distributed ``MirroredVariable`` (ON_WRITE) and
+``SyncOnReadVariable`` (ON_READ), with TF 2.21's update and read rules in both contexts.
+
+``Variable(...)`` inside a strategy's scope (or replica function) returns a distributed variable, as
+``tf.Variable`` does. Values are stored as read-only arrays and every update stores a new array, so a
+value read earlier never changes under the reader.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
+from ..callsite import user_call_site
+from ..collective.group import mean_of_sum
+from ..tensor import as_tensor, frozen, is_cupy
+from . import context
+from .replica_pool import SyncRequest
+from .values import DistributedValues
+
+if TYPE_CHECKING:
+    from .strategy import Strategy
+
+__all__ = ["Variable", "DistributedVariable", "MirroredVariable", "SyncOnReadVariable",
+           "validate_synchronization_aggregation_trainable"]
+
+
+def validate_synchronization_aggregation_trainable(synchronization: Any, aggregation: Any, trainable: Any,
+                                                   name: Any) -> tuple:
+    """Coerce the enums and default ``trainable`` (False for ON_READ), with TF's error texts."""
+    try:
+        synchronization = VariableSynchronization(
+            VariableSynchronization.AUTO if synchronization is None else synchronization)
+    except ValueError:
+        raise ValueError(f"Invalid variable synchronization mode: {synchronization} for variable: {name}") from None
+    try:
+        aggregation = VariableAggregation(VariableAggregation.NONE if aggregation is None else aggregation)
+    except ValueError:
+        raise ValueError(f"Invalid variable aggregation mode: {aggregation} for variable: {name}") from None
+    if trainable is None:
+        trainable = synchronization != VariableSynchronization.ON_READ
+    return synchronization, aggregation, bool(trainable)
+
+
+def _initial_array(initial_value: Any, dtype: Any, shape: Any) -> Any:
+    if initial_value is None:
+        raise ValueError("initial_value must be specified.")
+    if callable(initial_value):
+        initial_value = initial_value()
+    if isinstance(initial_value, Variable):
+        initial_value = initial_value._read()
+    value = _convert(initial_value, None if dtype is None else np.dtype(dtype))
+    if shape is not None:
+        want = tuple(shape)
+        if len(want) != value.ndim or any(w is not None and w != d for w, d in zip(want, value.shape)):
+            raise ValueError(f"The initial value's shape ({value.shape}) is not compatible with the explicitly "
+                             f"supplied `shape` argument ({want}).")
+    return frozen(value.copy() if isinstance(value, np.ndarray) and value.flags.writeable else value)
+
+
+def _convert(value: Any, dtype: np.dtype | None) -> Any:
+    """``value`` as an array of ``dtype``: Python numbers take the dtype, arrays must cast safely."""
+    if isinstance(value, DistributedValues):
+        raise TypeError("Cannot use DistributedValues to update variables in replica context.")
+    if isinstance(value, Variable):
+        value = value._read()
+    if dtype is None:
+        return as_tensor(value)
+    if isinstance(value, np.ndarray) or is_cupy(value) or isinstance(value, np.generic):
+        if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
+            raise TypeError(f"Cannot convert a value of dtype {np.dtype(value.dtype).name} to the variable's dtype "
+                            f"{dtype.name}. Fix: cast it first, e.g. value.astype('{dtype.name}').")
+        return value.astype(dtype, copy=False)
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f" and dtype.kind in "iub":
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
+    return arr.astype(dtype)
+
+
+class _VariableMeta(type):
+    """``Variable(...)`` under a strategy returns that strategy's distributed variable, as in TF."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Variable:
+            strategy = context.get_strategy()
+            if not strategy._is_default:
+                return strategy.extended._create_variable(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class _ArrayLike:
+    """Arithmetic, indexing and NumPy conversion through the value the current context reads."""
+
+    def _read(self) -> Any:
+        raise NotImplementedError
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = np.asarray(self._read())
+        return value if dtype is None else value.astype(dtype)
+
+    def numpy(self) -> np.ndarray:
+        """A writable copy of the value."""
+        value = self._read()
+        return value.get() if is_cupy(value) else np.array(value)
+
+    def value(self) -> Any:
+        return self._read()
+
+    def read_value(self) -> Any:
+        return self._read()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __getitem__(self, item: Any) -> Any:
+        return self._read()[item]
+
+    def __float__(self) -> float:
+        return float(self._read())
+
+    def __int__(self) -> int:
+        return int(self._read())
+
+    def __bool__(self) -> bool:
+        return bool(self._read())
+
+    def __neg__(self) -> Any:
+        return -self._read()
+
+    def __pos__(self) -> Any:
+        return +self._read()
+
+    def __abs__(self) -> Any:
+        return abs(self._read())
+
+
+def _operand(x: Any) -> Any:
+    return x._read() if isinstance(x, _ArrayLike) else x
+
+
+def _install_binary_ops() -> None:
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor"):
+        op = getattr(operator, f"{name}_" if name in ("and", "or") else name)
+        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op: op(self._read(), _operand(other)))
+        setattr(_ArrayLike, f"__r{name}__", lambda self, other, op=op: op(_operand(other), self._read()))
+    for name in ("lt", "le", "gt", "ge"):
+        op = getattr(operator, name)
+        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op: op(self._read(), _operand(other)))
+
+
+_install_binary_ops()
+
+
+class Variable(_ArrayLike, metaclass=_VariableMeta):
+    """A mutable array (``tf.Variable``). Outside any strategy it is a single copy."""
+
+    def __init__(self, initial_value: Any = None, trainable: bool | None = None, validate_shape: bool = True,
+                 caching_device: Any = None, name: str | None = None, variable_def: Any = None,
+                 dtype: Any = None, import_scope: Any = None, constraint: Any = None,
+                 synchronization: Any = VariableSynchronization.AUTO,
+                 aggregation: Any = VariableAggregation.NONE, shape: Any = None) -> None:
+        sync, agg, trainable = validate_synchronization_aggregation_trainable(
+            synchronization, aggregation, trainable, name)
+        self._init_common(_initial_array(initial_value, dtype, shape), name, trainable, sync, agg)
+
+    def _init_common(self, value: Any, name: str | None, trainable: bool, synchronization: Any,
+                     aggregation: Any) -> None:
+        self._value = value
+        self._name = f"{name or 'Variable'}:0"
+        self._trainable = trainable
+        self._synchronization = synchronization
+        self._aggregation = aggregation
+        self._dtype = np.dtype(value.dtype)
+        self._shape = tuple(value.shape)
+
+    # -- properties -------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def synchronization(self) -> VariableSynchronization:
+        return self._synchronization
+
+    @property
+    def aggregation(self) -> VariableAggregation:
+        return self._aggregation
+
+    @property
+    def device(self) -> str:
+        return "/job:localhost/replica:0/task:0/device:CPU:0"
+
+    # -- reads and writes -------------------------------------------------------------------------
+
+    def _read(self) -> Any:
+        return self._value
+
+    def _new_value(self, current: Any, kind: str, value: Any) -> Any:
+        """The array after applying ``kind`` (assign/assign_add/assign_sub) of ``value`` to ``current``."""
+        value = _convert(value, self._dtype)
+        if kind == "assign":
+            if tuple(value.shape) != self._shape:
+                raise ValueError(f"Cannot assign value to variable ' {self._name}': Shape mismatch."
+                                 f"The variable shape {self._shape}, and the assigned value shape "
+                                 f"{tuple(value.shape)} are incompatible.")
+            return frozen(value.copy() if isinstance(value, np.ndarray) else value)
+        result = current + value if kind == "assign_add" else current - value
+        if tuple(result.shape) != self._shape:
+            raise ValueError(f"Cannot update variable '{self._name}' with shape {self._shape} using a value of "
+                             f"shape {tuple(value.shape)}: the result would have shape {tuple(result.shape)}.")
+        return frozen(result.astype(self._dtype, copy=False))
+
+    def _update(self, kind: str, value: Any) -> "Variable":
+        self._value = self._new_value(self._value, kind, value)
+        return self
+
+    def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        """Set the value (see the class docs of distributed variables for their rules)."""
+        return self._update("assign", value)
+
+    def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        return self._update("assign_add", delta)
+
+    def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        return self._update("assign_sub", delta)
+
+    # -- checkpoint hooks -------------------------------------------------------------------------
+
+    def _save_value(self) -> Any:
+        """The value a checkpoint stores (a collective for ON_READ SUM/MEAN variables)."""
+        return self._read()
+
+    def _restore_value(self, value: Any) -> None:
+        """Load a value read from a checkpoint."""
+        self._update("assign", value)
+
+    def __repr__(self) -> str:
+        return _var_repr(self._name, self._shape, self._dtype, self._read())
+
+
+def _var_repr(name: str, shape: tuple, dtype: np.dtype, value: Any) -> str:
+    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype.name}, numpy={np.asarray(value)!r}>"
+
+
+class ComponentVariable(_ArrayLike):
+    """The copy of a distributed variable on one local replica (``experimental_local_results``)."""
+
+    def __init__(self, var: "DistributedVariable", local_id: int) -> None:
+        self._var = var
+        self._local_id = local_id
+
+    def _read(self) -> Any:
+        return self._var._components[self._local_id]
+
+    @property
+    def name(self) -> str:
+        base = self._var.name[:-2]
+        return self._var.name if self._local_id == 0 else f"{base}/replica_{self._local_id}:0"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._var.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._var.dtype
+
+    @property
+    def device(self) -> str:
+        return self._var._strategy.extended.worker_devices[self._local_id]
+
+    def __repr__(self) -> str:
+        return _var_repr(self.name, self.shape, self.dtype, self._read())
+
+
+class DistributedVariable(Variable):
+    """A variable with one copy per local replica; which copy is read depends on the context."""
+
+    def __init__(self, strategy: "Strategy", value: Any, name: str | None, trainable: bool,
+                 synchronization: VariableSynchronization, aggregation: VariableAggregation) -> None:
+        self._strategy = strategy
+        self._init_common(value, name, trainable, synchronization, aggregation)
+        self._components = [value] * len(strategy.extended.worker_devices)
+
+    @property
+    def values(self) -> tuple[ComponentVariable, ...]:
+        return tuple(ComponentVariable(self, k) for k in range(len(self._components)))
+
+    @property
+    def device(self) -> str:
+        return self._strategy.extended.worker_devices[0]
+
+    @property
+    def distribute_strategy(self) -> "Strategy":
+        return self._strategy
+
+    def _replica_id(self) -> int | None:
+        """The local replica reading this variable, or None in cross-replica context."""
+        frame = context.current_frame()
+        if frame is not None and frame.replica is not None and frame.strategy is self._strategy:
+            return frame.replica._local_id
+        return None
+
+    def _read(self) -> Any:
+        local_id = self._replica_id()
+        if local_id is not None:
+            return self._components[local_id]
+        return self._cross_replica_value()
+
+    def _cross_replica_value(self) -> Any:
+        return self._components[0]
+
+    def _set_all(self, kind: str, value: Any) -> None:
+        """Apply one update to every local copy (computed once while the copies are shared)."""
+        first = self._components[0]
+        if all(c is first for c in self._components):
+            self._components = [self._new_value(first, kind, value)] * len(self._components)
+        else:
+            self._components = [self._new_value(c, kind, value) for c in self._components]
+
+    def _set_local(self, local_id: int, kind: str, value: Any) -> None:
+        components = list(self._components)
+        components[local_id] = self._new_value(components[local_id], kind, value)
+        self._components = components
+
+    def _update(self, kind: str, value: Any) -> "Variable":
+        local_id = self._replica_id()
+        if local_id is None:
+            self._update_cross_replica(kind, value)
+        else:
+            if isinstance(value, DistributedValues):
+                raise TypeError("Cannot use DistributedValues to update variables in replica context.")
+            self._update_replica(local_id, kind, value)
+        return self
+
+    def _update_cross_replica(self, kind: str, value: Any) -> None:
+        if isinstance(value, DistributedValues):
+            for k, component in enumerate(value.values):
+                self._set_local(k, kind, component)
+        else:
+            self._set_all(kind, value)
+
+    def _update_replica(self, local_id: int, kind: str, value: Any) -> None:
+        self._set_local(local_id, kind, value)
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"  {k}: {c!r}" for k, c in enumerate(self.values))
+        return f"{type(self).__name__}:{{\n{body}\n}}"
+
+
+class MirroredVariable(DistributedVariable):
+    """ON_WRITE: replica updates are aggregated (SUM/MEAN across all replicas, or the worker's first
+    replica) and written to every copy. With aggregation NONE a replica update changes only its own copy,
+    so copies may silently diverge, exactly as in TF (diagnostics flags it)."""
+
+    def _update_replica(self, local_id: int, kind: str, value: Any) -> None:
+        if self._aggregation == VariableAggregation.NONE:
+            self._set_local(local_id, kind, value)
+            return
+        ext = self._strategy.extended
+        agg = self._aggregation
+
+        def handler(requests: list[SyncRequest]) -> list[Any]:
+            values = [_convert(r.payload, self._dtype) for r in requests]
+            if agg == VariableAggregation.ONLY_FIRST_REPLICA:
+                reduced = values[0]
+            else:
+                op = ReduceOp.from_variable_aggregation(agg)
+                reduced = ext._group.all_reduce(op, [values], requests[0].site)[0]
+            self._set_all(kind, reduced)
+            return [None] * len(requests)
+
+        ext._pool.sync(local_id, SyncRequest(f"{kind}({self._name})", value, user_call_site(), handler))
+
+
+class SyncOnReadVariable(DistributedVariable):
+    """ON_READ: each replica updates its own copy; a cross-replica read aggregates the copies over the
+    cluster (a collective for SUM/MEAN, the worker's first copy for ONLY_FIRST_REPLICA)."""
+
+    def _cross_replica_value(self) -> Any:
+        if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
+            return self._components[0]
+        op = ReduceOp.from_variable_aggregation(self._aggregation)
+        ext = self._strategy.extended
+        return ext._group.all_reduce(op, [list(self._components)], user_call_site())[0]
+
+    def _update_cross_replica(self, kind: str, value: Any) -> None:
+        if self._aggregation == VariableAggregation.SUM:
+            if kind != "assign":
+                raise ValueError(f"SyncOnReadVariable does not support `{kind}` in cross-replica context when "
+                                 "aggregation is set to `tf.VariableAggregation.SUM`.")
+            n = self._strategy.num_replicas_in_sync
+            value = _convert(value, self._dtype)
+            value = mean_of_sum(value, n).astype(self._dtype, copy=False)
+        super()._update_cross_replica(kind, value)
+
+    def _restore_value(self, value: Any) -> None:
+        self._update_cross_replica("assign", value)
+

@@ -1,0 +1,111 @@
+"""Exception classes named after TensorFlow's ``tf.errors`` so TF users can catch what they know.
+
+Configuration mistakes raise the builtin ``ValueError``/``TypeError``/``RuntimeError`` exactly where
+TensorFlow 2.21 does; runtime failures of collectives and input pipelines raise these ``OpError``s.
+mirrorlab adds two refinements that stay catchable as their TF parents:
+``CollectiveMismatchError`` (an ``InvalidArgumentError``) and ``DeadlockError`` (a
+``DeadlineExceededError``: waiting forever is waiting past any deadline).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "OpError", "CancelledError", "UnknownError", "InvalidArgumentError", "DeadlineExceededError",
+    "NotFoundError", "AlreadyExistsError", "PermissionDeniedError", "ResourceExhaustedError",
+    "FailedPreconditionError", "AbortedError", "OutOfRangeError", "UnimplementedError",
+    "InternalError", "UnavailableError", "DataLossError", "UnauthenticatedError",
+    "CollectiveMismatchError", "DeadlockError", "SimulatedCrash", "clone",
+]
+
+
+class OpError(Exception):
+    """Base of the runtime errors; ``message`` is the full text, ``worker`` the task it happened on."""
+
+    error_code = 2
+
+    def __init__(self, message: str, worker: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.worker = worker
+
+
+class CancelledError(OpError):
+    error_code = 1
+
+
+class UnknownError(OpError):
+    error_code = 2
+
+
+class InvalidArgumentError(OpError):
+    error_code = 3
+
+
+class DeadlineExceededError(OpError):
+    error_code = 4
+
+
+class NotFoundError(OpError):
+    error_code = 5
+
+
+class AlreadyExistsError(OpError):
+    error_code = 6
+
+
+class PermissionDeniedError(OpError):
+    error_code = 7
+
+
+class ResourceExhaustedError(OpError):
+    error_code = 8
+
+
+class FailedPreconditionError(OpError):
+    error_code = 9
+
+
+class AbortedError(OpError):
+    error_code = 10
+
+
+class OutOfRangeError(OpError):
+    error_code = 11
+
+
+class UnimplementedError(OpError):
+    error_code = 12
+
+
+class InternalError(OpError):
+    error_code = 13
+
+
+class UnavailableError(OpError):
+    error_code = 14
+
+
+class DataLossError(OpError):
+    error_code = 15
+
+
+class UnauthenticatedError(OpError):
+    error_code = 16
+
+
+class CollectiveMismatchError(InvalidArgumentError):
+    """Members of one collective disagree on what it is (op, dtype, shape, count or order)."""
+
+
+class DeadlockError(DeadlineExceededError):
+    """Every live thread of the cluster waits on another and nothing can ever wake them."""
+
+
+class SimulatedCrash(BaseException):
+    """Raised inside a simulated worker that a fault killed; a BaseException so user code's
+    ``except Exception`` cannot swallow the crash."""
+
+
+def clone(error: OpError) -> OpError:
+    """A fresh copy of ``error`` to raise again (one instance raised in many places piles up tracebacks)."""
+    return type(error)(error.message, error.worker)

@@ -1,0 +1,114 @@
+"""Nested structures (tuples, lists, dicts, namedtuples) flattened and rebuilt the way ``tf.nest`` does.
+
+Dicts flatten in sorted key order; everything that is not a tuple, list or mapping is a leaf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["is_nested", "flatten", "pack_sequence_as", "map_structure", "assert_same_structure"]
+
+
+def is_nested(value: Any) -> bool:
+    """True for the containers tf.nest descends into."""
+    return isinstance(value, (tuple, list, Mapping))
+
+
+def _is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def _sorted_keys(mapping: Mapping) -> list:
+    try:
+        return sorted(mapping)
+    except TypeError as exc:
+        raise TypeError(f"nest only supports dicts with sortable keys, got keys {list(mapping)!r}") from exc
+
+
+def _children(value: Any) -> list:
+    if isinstance(value, Mapping):
+        return [value[k] for k in _sorted_keys(value)]
+    return list(value)
+
+
+def flatten(structure: Any) -> list:
+    """All leaves of ``structure`` in tf.nest order."""
+    if not is_nested(structure):
+        return [structure]
+    out: list = []
+    stack = [structure]
+    # Iterative depth-first walk keeps deep nests off the recursion limit.
+    while stack:
+        item = stack.pop()
+        if is_nested(item):
+            stack.extend(reversed(_children(item)))
+        else:
+            out.append(item)
+    return out
+
+
+def _rebuild(template: Any, children: list) -> Any:
+    if isinstance(template, Mapping):
+        values = dict(zip(_sorted_keys(template), children))
+        return type(template)((k, values[k]) for k in template)
+    if _is_namedtuple(template):
+        return type(template)(*children)
+    return type(template)(children)
+
+
+def pack_sequence_as(structure: Any, flat: list) -> Any:
+    """Rebuild ``structure`` with its leaves replaced, in order, by ``flat``."""
+    flat = list(flat)
+    pos = 0
+
+    def build(template: Any) -> Any:
+        nonlocal pos
+        if not is_nested(template):
+            pos += 1
+            return flat[pos - 1]
+        return _rebuild(template, [build(c) for c in _children(template)])
+
+    count = len(flatten(structure))
+    if count != len(flat):
+        raise ValueError(
+            f"Could not pack sequence. Structure had {count} atoms, but flat_sequence had {len(flat)} items."
+        )
+    return build(structure)
+
+
+def assert_same_structure(a: Any, b: Any) -> None:
+    """Raise ValueError naming the first place where two nests differ in shape or container type."""
+
+    def check(x: Any, y: Any, path: str) -> None:
+        if is_nested(x) != is_nested(y):
+            raise ValueError(f"The two structures don't have the same nested structure at {path or 'the top'}: "
+                             f"{type(x).__name__} vs {type(y).__name__}.")
+        if not is_nested(x):
+            return
+        if isinstance(x, Mapping) != isinstance(y, Mapping) or _is_namedtuple(x) != _is_namedtuple(y):
+            raise ValueError(f"The two structures don't have the same sequence type at {path or 'the top'}: "
+                             f"{type(x).__name__} vs {type(y).__name__}.")
+        if isinstance(x, Mapping) and _sorted_keys(x) != _sorted_keys(y):
+            raise ValueError(f"The two dictionaries at {path or 'the top'} don't have the same keys: "
+                             f"{_sorted_keys(x)} vs {_sorted_keys(y)}.")
+        cx, cy = _children(x), _children(y)
+        if len(cx) != len(cy):
+            raise ValueError(f"The two structures don't have the same number of elements at {path or 'the top'}: "
+                             f"{len(cx)} vs {len(cy)}.")
+        keys = _sorted_keys(x) if isinstance(x, Mapping) else range(len(cx))
+        for key, i, j in zip(keys, cx, cy):
+            check(i, j, f"{path}[{key!r}]")
+
+    check(a, b, "")
+
+
+def map_structure(fn: Callable, *structures: Any) -> Any:
+    """Apply ``fn`` leaf-wise across structures of the same shape."""
+    if not structures:
+        raise ValueError("map_structure needs at least one structure")
+    for other in structures[1:]:
+        assert_same_structure(structures[0], other)
+    flats = [flatten(s) for s in structures]
+    return pack_sequence_as(structures[0], [fn(*leaves) for leaves in zip(*flats)])

@@ -1,0 +1,75 @@
+"""The two interfaces between the strategy and the world it runs in."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+from ..cluster import ClusterSpec
+from ..collective.communicator import Communicator
+from ..trace import Trace
+
+__all__ = ["WorkerRuntime", "Environment"]
+
+
+class WorkerRuntime:
+    """What one worker's strategy is bound to: its devices, its member of the collective group, its
+    clock and trace, and the hooks where a simulator injects faults (no-ops here)."""
+
+    def __init__(self, comm: Communicator, devices: Sequence[str], trace: Trace | None = None) -> None:
+        self.comm = comm
+        self.devices = tuple(devices)
+        self.trace = trace
+        self._owned: list = []
+
+    def now(self) -> float:
+        return self.comm.now()
+
+    def before_collective(self, seq: int) -> None:
+        """Called before collective instance ``seq`` starts."""
+
+    def before_step(self, step: int) -> None:
+        """Called before the ``step``-th ``strategy.run`` (counting from 1)."""
+
+    def adopt(self, resource: object) -> None:
+        """Keep ``resource`` (something with ``close()``, e.g. a replica pool) until ``close()``."""
+        self._owned.append(resource)
+
+    def close(self) -> None:
+        """Release what this runtime adopted (the simulator calls it when a worker ends)."""
+        for resource in self._owned:
+            resource.close()
+        self._owned.clear()
+
+    def spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """Start a daemon thread that inherits this thread's environment binding (replica threads)."""
+        from .binding import current_environment, bind_environment
+
+        env = current_environment()
+
+        def main() -> None:
+            bind_environment(env)
+            target()
+
+        thread = threading.Thread(target=main, name=name, daemon=True)
+        thread.start()
+        return thread
+
+
+class Environment(ABC):
+    """Builds worker runtimes: a plain process, a simulated worker, or a real backend process."""
+
+    @abstractmethod
+    def local_runtime(self, devices: Sequence[str]) -> WorkerRuntime:
+        """A single-worker runtime over ``devices`` (MirroredStrategy, or MWMS without a cluster)."""
+
+    @abstractmethod
+    def cluster_runtime(self, cluster_spec: ClusterSpec, task_type: str, task_id: int, rank: int,
+                        names: Sequence[str], rpc_layer: str | None) -> WorkerRuntime:
+        """This task's runtime in the multi-worker cluster; ``rank`` is its id in the cluster and
+        ``names[r]`` worker r's task name."""
+
+    @abstractmethod
+    def default_device_type(self) -> tuple[str, int]:
+        """("GPU", n) when this worker has n GPUs, else ("CPU", 1)."""

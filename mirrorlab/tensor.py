@@ -1,0 +1,81 @@
+"""Leaf values as arrays: TF's dtype inference for Python scalars, and NumPy/CuPy dispatch.
+
+mirrorlab's tensors are NumPy arrays (CuPy arrays on GPUs). Values that mirrorlab hands out
+(collective results, variable reads) are read-only, just as TF tensors are immutable.
+CuPy is never imported here: an array is recognised as CuPy by its type's module.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+__all__ = ["as_tensor", "array_module", "is_cupy", "frozen", "dtype_name", "shape_of"]
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def is_cupy(value: Any) -> bool:
+    """True for a ``cupy.ndarray`` (checked without importing CuPy)."""
+    return type(value).__module__.startswith("cupy")
+
+
+def array_module(value: Any) -> ModuleType:
+    """``cupy`` for CuPy arrays, else ``numpy``."""
+    if is_cupy(value):
+        return sys.modules["cupy"]
+    return np
+
+
+def as_tensor(value: Any) -> Any:
+    """Convert a leaf to an array like ``tf.convert_to_tensor``: float -> float32, int -> int32.
+
+    Arrays (NumPy or CuPy) pass through unchanged; objects with ``__array__`` (variables) are read.
+    """
+    if isinstance(value, np.ndarray) or is_cupy(value):
+        return value
+    if isinstance(value, bool):
+        return np.asarray(value, dtype=np.bool_)
+    if isinstance(value, int):
+        return np.asarray(value, dtype=np.int32 if _INT32_MIN <= value <= _INT32_MAX else np.int64)
+    if isinstance(value, float):
+        return np.asarray(value, dtype=np.float32)
+    if isinstance(value, complex):
+        return np.asarray(value, dtype=np.complex128)
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        arr = np.asarray(value)
+        if arr.dtype == np.float64:
+            return arr.astype(np.float32)
+        if arr.dtype == np.int64 and arr.size and _INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX:
+            return arr.astype(np.int32)
+        return arr
+    raise TypeError(
+        f"Cannot convert {value!r} of type {type(value).__name__} to a tensor: "
+        "pass a NumPy array, a CuPy array or a Python number."
+    )
+
+
+def frozen(array: Any) -> Any:
+    """Return ``array`` marked read-only (CuPy has no such flag); NumPy scalars become 0-d arrays."""
+    if isinstance(array, np.generic):
+        array = np.asarray(array)
+    if isinstance(array, np.ndarray):
+        array.flags.writeable = False
+    return array
+
+
+def dtype_name(array: Any) -> str:
+    """The dtype as TF spells it (``float32``, ``int64``, ``bool``)."""
+    return np.dtype(array.dtype).name
+
+
+def shape_of(array: Any) -> tuple[int, ...]:
+    """The shape as a tuple of ints."""
+    return tuple(int(d) for d in array.shape)

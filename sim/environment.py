@@ -1,0 +1,103 @@
+"""What a simulated worker's program sees: its own TF_CONFIG, its devices, a communicator over the
+simulated network, the virtual clock, and fault points before every step and collective."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from mirrorlab import errors
+from mirrorlab.cluster import ClusterSpec
+from mirrorlab.collective.communicator import Communicator
+from mirrorlab.runtime import Environment, WorkerRuntime
+
+from .faults import Crash, Slow
+from .network import SimTransport
+
+if TYPE_CHECKING:
+    from .cluster import SimRun
+
+__all__ = ["SimWorkerEnv", "SimWorkerRuntime"]
+
+
+class SimWorkerRuntime(WorkerRuntime):
+    """A worker runtime whose fault hooks consult the simulation's faults."""
+
+    def __init__(self, comm: Communicator, devices: Sequence[str], env: "SimWorkerEnv") -> None:
+        super().__init__(comm, devices, env.run.trace)
+        self.env = env
+
+    def before_step(self, step: int) -> None:
+        self.env.fault_point(step=step)
+
+    def before_collective(self, seq: int) -> None:
+        self.env.fault_point(collective=seq)
+
+
+class SimWorkerEnv(Environment):
+    """Simulated worker ``worker`` of a run; also the per-thread TF_CONFIG overlay (``environ``)."""
+
+    def __init__(self, run: "SimRun", worker: int, tf_config: str) -> None:
+        self.run = run
+        self.worker = worker
+        self.environ: dict[str, str | None] = {"TF_CONFIG": tf_config}
+        self.communicators: list[Communicator] = []
+        self.runtimes: list[WorkerRuntime] = []
+        self._groups = 0
+
+    @property
+    def task(self) -> tuple[str, int]:
+        return self.run.tasks[self.worker]
+
+    def _devices(self, prefix: str) -> list[str]:
+        return [f"{prefix}/device:{self.run.config.device_type}:{k}"
+                for k in range(self.run.config.devices_per_worker)]
+
+    def _runtime(self, comm: Communicator, devices: Sequence[str]) -> SimWorkerRuntime:
+        self.communicators.append(comm)
+        runtime = SimWorkerRuntime(comm, devices, self)
+        self.runtimes.append(runtime)
+        return runtime
+
+    def local_runtime(self, devices: Sequence[str]) -> WorkerRuntime:
+        comm = Communicator(0, 1, [f"/job:{self.task[0]}/replica:0/task:{self.task[1]}"], None,
+                            clock=lambda: self.run.scheduler.now)
+        return self._runtime(comm, devices)
+
+    def cluster_runtime(self, cluster_spec: ClusterSpec, task_type: str, task_id: int, rank: int,
+                        names: Sequence[str], rpc_layer: str | None) -> WorkerRuntime:
+        if cluster_spec.as_dict() != self.run.cluster_spec.as_dict():
+            raise ValueError(
+                f"simulated worker {self.worker} was given the cluster {cluster_spec.as_dict()} but it runs in "
+                f"{self.run.cluster_spec.as_dict()}. Fix: let MultiWorkerMirroredStrategy() read the simulated "
+                "TF_CONFIG (pass no cluster_resolver), or pass the simulated cluster's spec.")
+        if (task_type, task_id) != self.task:
+            raise ValueError(
+                f"simulated worker {self.worker} is task {self.task[0]}:{self.task[1]} but its strategy was "
+                f"created as {task_type}:{task_id}. Fix: do not override task_type/task_id inside a SimCluster.")
+        group = self._groups
+        self._groups += 1
+        transport = SimTransport(self.run.network, group, rank, len(names))
+        prefix = f"/job:{task_type}/replica:0/task:{task_id}"
+        return self._runtime(Communicator(rank, len(names), names, transport), self._devices(prefix))
+
+    def default_device_type(self) -> tuple[str, int]:
+        return self.run.config.device_type, self.run.config.devices_per_worker
+
+    def fault_point(self, step: int | None = None, collective: int | None = None) -> None:
+        """Apply this worker's faults at a step or collective boundary."""
+        for fault in self.run.config.faults:
+            if getattr(fault, "worker", None) != self.worker:
+                continue
+            if isinstance(fault, Crash) and (
+                    (step is not None and fault.at_step == step)
+                    or (collective is not None and fault.at_collective == collective)):
+                where = f"step {step}" if step is not None else f"collective #{collective}"
+                raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} before {where}")
+            if isinstance(fault, Slow):
+                delay = fault.seconds_per_step if step is not None else fault.seconds_per_collective
+                self.run.scheduler.sleep(delay)
+
+    def close(self) -> None:
+        for runtime in self.runtimes:
+            runtime.close()

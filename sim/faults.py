@@ -1,0 +1,81 @@
+"""Faults to inject into a simulated cluster: crashes, stragglers, and message delays, drops and cuts.
+
+Each fault is a small frozen dataclass whose repr is valid Python, so a failing run's replay line
+reproduces it exactly. Message faults act through the network's single routing hook.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["Fault", "Crash", "Slow", "Delay", "Drop", "Cut", "route_delay"]
+
+
+class Fault:
+    """Base class of every fault."""
+
+
+@dataclass(frozen=True)
+class Crash(Fault):
+    """Kill ``worker`` just before its ``at_step``-th ``strategy.run`` or its ``at_collective``-th collective."""
+
+    worker: int
+    at_step: int | None = None
+    at_collective: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.at_step is None) == (self.at_collective is None):
+            raise ValueError(f"{self!r}: give exactly one of at_step= or at_collective= (both count from 1).")
+
+
+@dataclass(frozen=True)
+class Slow(Fault):
+    """Make ``worker`` a straggler: each step and each collective costs it extra virtual seconds."""
+
+    worker: int
+    seconds_per_step: float = 0.0
+    seconds_per_collective: float = 0.0
+
+
+@dataclass(frozen=True)
+class Delay(Fault):
+    """Delay every message from ``src`` to ``dst`` by ``seconds`` (order between the pair is kept)."""
+
+    src: int
+    dst: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Drop(Fault):
+    """Drop messages from ``src`` to ``dst``: each with ``probability``, after the first ``after`` pass."""
+
+    src: int
+    dst: int
+    probability: float = 1.0
+    after: int = 0
+
+
+@dataclass(frozen=True)
+class Cut(Fault):
+    """A firewall between workers ``a`` and ``b``: nothing gets through in either direction."""
+
+    a: int
+    b: int
+
+
+def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, counts: dict[Fault, int],
+                rng: random.Random) -> float | None:
+    """Delivery delay of one message from ``src`` to ``dst``, or None when a fault drops it."""
+    delay = base
+    for fault in faults:
+        if isinstance(fault, Cut) and {src, dst} == {fault.a, fault.b}:
+            return None
+        if isinstance(fault, Drop) and (fault.src, fault.dst) == (src, dst):
+            counts[fault] = counts.get(fault, 0) + 1
+            if counts[fault] > fault.after and rng.random() < fault.probability:
+                return None
+        if isinstance(fault, Delay) and (fault.src, fault.dst) == (src, dst):
+            delay += fault.seconds
+    return delay

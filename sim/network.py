@@ -1,0 +1,166 @@
+"""The simulated network: per-pair FIFO mailboxes and one routing hook for latency and faults
+(as Trio's fake net does), plus ``SimTransport``, the collective ``Transport`` over it."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mirrorlab import errors
+from mirrorlab.collective.message import AbortNotice, Message
+from mirrorlab.collective.transport import Transport
+
+from .faults import route_delay
+from .scheduler import Scheduler, SimThread
+
+__all__ = ["SimNetwork", "SimTransport", "seeded_route"]
+
+Route = Callable[[int, int, int], "float | None"]
+
+
+class SimNetwork:
+    """Mailboxes keyed by (group, src, dst). ``route(src, dst, nbytes)`` gives a delay or None (drop)."""
+
+    def __init__(self, scheduler: Scheduler, route: Route) -> None:
+        self.scheduler = scheduler
+        self.route = route
+        self._boxes: dict[tuple[int, int, int], deque] = {}
+        self._endpoints: dict[tuple[int, int], "SimTransport"] = {}
+        self._last_arrival: dict[tuple[int, int, int], float] = {}
+        self.messages = 0
+        self.dropped = 0
+        self.bytes = 0
+
+    def box(self, group: int, src: int, dst: int) -> deque:
+        return self._boxes.setdefault((group, src, dst), deque())
+
+    def attach(self, endpoint: "SimTransport") -> None:
+        self._endpoints[(endpoint.group, endpoint.rank)] = endpoint
+
+    def groups_of(self, rank: int) -> list["SimTransport"]:
+        return [e for (_, r), e in sorted(self._endpoints.items()) if r == rank]
+
+    def _arrival(self, key: tuple[int, int, int], nbytes: int) -> float | None:
+        delay = self.route(key[1], key[2], nbytes)
+        if delay is None:
+            self.dropped += 1
+            return None
+        # Per-pair FIFO, as over one TCP connection: a message never overtakes an earlier one.
+        when = max(self.scheduler.now + delay, self._last_arrival.get(key, 0.0))
+        self._last_arrival[key] = when
+        return when
+
+    def send(self, group: int, src: int, dst: int, message: Message) -> None:
+        key = (group, src, dst)
+        nbytes = int(getattr(message.payload, "nbytes", 0))
+        when = self._arrival(key, nbytes)
+        self.messages += 1
+        if when is None:
+            return
+        self.bytes += nbytes
+        self._at(when, lambda: self._deliver(key, message))
+
+    def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:
+        when = self._arrival((group, src, dst), 0)
+        if when is not None:
+            self._at(when, lambda: self._endpoint_abort(group, dst, notice))
+
+    def _at(self, when: float, action: Callable[[], None]) -> None:
+        if when <= self.scheduler.now:
+            action()
+        else:
+            self.scheduler.call_at(when, action)
+
+    def _deliver(self, key: tuple[int, int, int], message: Message) -> None:
+        self.box(*key).append(message)
+        endpoint = self._endpoints.get((key[0], key[2]))
+        if endpoint is not None:
+            endpoint._notify(key[1])
+
+    def _endpoint_abort(self, group: int, rank: int, notice: AbortNotice) -> None:
+        endpoint = self._endpoints.get((group, rank))
+        if endpoint is not None:
+            endpoint.receive_abort(notice.to_error())
+
+
+class SimTransport(Transport):
+    """Rank ``rank`` of collective group ``group`` (the k-th strategy each worker created)."""
+
+    def __init__(self, network: SimNetwork, group: int, rank: int, size: int) -> None:
+        self.network = network
+        self.group = group
+        self.rank = rank
+        self.size = size
+        self._abort: errors.OpError | None = None
+        self._waiting: tuple[SimThread, int] | None = None
+        network.attach(self)
+
+    def now(self) -> float:
+        return self.network.scheduler.now
+
+    @property
+    def abort_error(self) -> errors.OpError | None:
+        return self._abort
+
+    @property
+    def waiting_for(self) -> int | None:
+        """The peer this endpoint is blocked on, if any."""
+        return None if self._waiting is None else self._waiting[1]
+
+    def send(self, dst: int, message: Message) -> None:
+        payload = message.payload
+        if isinstance(payload, np.ndarray):
+            payload = payload.copy()  # the network snapshots, as serialization would
+        self.network.send(self.group, self.rank, dst, Message(message.header, payload))
+        self.network.scheduler.yield_()
+
+    def recv(self, src: int, deadline: float | None) -> Message:
+        box = self.network.box(self.group, src, self.rank)
+        scheduler = self.network.scheduler
+        while True:
+            if self._abort is not None:
+                raise errors.clone(self._abort)
+            if box:
+                return box.popleft()
+            if deadline is not None and scheduler.now >= deadline:
+                raise errors.DeadlineExceededError(f"no message from worker {src} by t={deadline:g}")
+            self._waiting = (scheduler.current, src)
+            try:
+                scheduler.block(f"waiting for a message from worker {src}", deadline)
+            finally:
+                self._waiting = None
+
+    def _notify(self, src: int) -> None:
+        if self._waiting is not None and self._waiting[1] == src:
+            self.network.scheduler.wake(self._waiting[0])
+
+    def receive_abort(self, error: errors.OpError) -> None:
+        """Abort this endpoint (a peer's notice, or the simulated coordination service)."""
+        if self._abort is None:
+            self._abort = error
+            if self._waiting is not None:
+                self.network.scheduler.wake(self._waiting[0])
+
+    def abort(self, error: errors.OpError) -> None:
+        if self._abort is not None:
+            return
+        self._abort = error
+        notice = AbortNotice.of(self.rank, error)
+        for peer in range(self.size):
+            if peer != self.rank:
+                self.network.send_abort(self.group, self.rank, peer, notice)
+
+
+def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: random.Random) -> Route:
+    """The routing hook: base latency + size/bandwidth, then the message faults in order."""
+    counts: dict[Any, int] = {}
+
+    def route(src: int, dst: int, nbytes: int) -> float | None:
+        base = latency + (nbytes / bandwidth if bandwidth else 0.0)
+        return route_delay(faults, src, dst, base, counts, rng)
+
+    return route

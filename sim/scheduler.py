@@ -1,0 +1,177 @@
+"""Deterministic scheduling of simulated threads on virtual time (SimPy's environment, Trio's MockClock).
+
+Every simulated worker is an OS thread, but only the one holding the baton runs; at each scheduling
+point the baton goes to a runnable thread chosen by a seeded RNG, so one seed is one interleaving.
+When nothing is runnable the virtual clock jumps to the next timer; when there is no timer either,
+every blocked thread is woken with the deadlock report instead of hanging.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Scheduler", "SimThread", "TIMEOUT", "WOKEN"]
+
+TIMEOUT = "timeout"
+WOKEN = "woken"
+
+
+class SimThread:
+    """A simulated thread: runs ``fn`` when given the baton, one step at a time."""
+
+    def __init__(self, scheduler: "Scheduler", name: str, fn: Callable[[], None], order: int) -> None:
+        self.scheduler = scheduler
+        self.name = name
+        self.order = order
+        self._fn = fn
+        self._go = threading.Lock()
+        self._go.acquire()
+        self.state = "runnable"
+        self.blocked_on = ""
+        self._wake: Any = None
+        self._token = 0
+        self._os_thread = threading.Thread(target=self._main, name=f"sim:{name}", daemon=True)
+
+    def _main(self) -> None:
+        self._go.acquire()
+        try:
+            self._fn()
+        finally:
+            self.scheduler._exit(self)
+
+    def __repr__(self) -> str:
+        return f"SimThread({self.name!r}, {self.state})"
+
+
+class Scheduler:
+    """Runs simulated threads one at a time in a seed-determined order on a virtual clock."""
+
+    def __init__(self, seed: int, on_deadlock: Callable[[list[SimThread]], BaseException] | None = None) -> None:
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.threads: list[SimThread] = []
+        self.current: SimThread | None = None
+        self._runnable: list[SimThread] = []
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_seq = 0
+        self._all_done = threading.Event()
+        self._on_deadlock = on_deadlock
+        self.deadlocks = 0
+
+    # -- setup ------------------------------------------------------------------------------------
+
+    def spawn(self, name: str, fn: Callable[[], None]) -> SimThread:
+        """Create a runnable simulated thread (it starts when the scheduler gives it the baton)."""
+        thread = SimThread(self, name, fn, len(self.threads))
+        self.threads.append(thread)
+        self._runnable.append(thread)
+        thread._os_thread.start()
+        return thread
+
+    def run(self) -> None:
+        """Run until every simulated thread has finished (called from a non-simulated thread)."""
+        if not self.threads:
+            return
+        first = self._pick()
+        self.current = first
+        first._go.release()
+        self._all_done.wait()
+
+    # -- primitives for the running thread ---------------------------------------------------------
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> None:
+        """Run ``callback`` (on the baton holder) once the virtual clock reaches ``when``."""
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (max(when, self.now), self._timer_seq, callback))
+
+    def block(self, reason: str, deadline: float | None = None) -> str:
+        """Suspend the current thread until ``wake`` (returns WOKEN) or ``deadline`` (returns TIMEOUT).
+
+        If the whole simulation deadlocks, raises the exception built by ``on_deadlock``."""
+        me = self.current
+        me.state = "blocked"
+        me.blocked_on = reason
+        me._token += 1
+        if deadline is not None:
+            token = me._token
+            self.call_at(deadline, lambda: self._timeout(me, token))
+        self._switch(me)
+        wake, me._wake = me._wake, None
+        if isinstance(wake, BaseException):
+            raise wake
+        return wake
+
+    def wake(self, thread: SimThread) -> None:
+        """Make a blocked thread runnable again (it resumes when picked)."""
+        if thread.state == "blocked":
+            thread.state = "runnable"
+            thread._wake = WOKEN
+            thread._token += 1
+            self._runnable.append(thread)
+
+    def yield_(self) -> None:
+        """A scheduling point: another runnable thread may run first (seed-dependent)."""
+        me = self.current
+        if self._runnable:
+            self._runnable.append(me)
+            self._switch(me)
+
+    def sleep(self, seconds: float) -> None:
+        """Advance this thread's virtual time by ``seconds`` without costing wall time."""
+        if seconds > 0:
+            self.block(f"sleeping {seconds:g} s", self.now + seconds)
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _timeout(self, thread: SimThread, token: int) -> None:
+        if thread.state == "blocked" and thread._token == token:
+            thread.state = "runnable"
+            thread._wake = TIMEOUT
+            self._runnable.append(thread)
+
+    def _pick(self) -> SimThread | None:
+        """Next thread to run: a random runnable one, else advance the clock, else resolve a deadlock."""
+        while True:
+            if self._runnable:
+                return self._runnable.pop(self.rng.randrange(len(self._runnable)))
+            if self._timers:
+                when, _, callback = heapq.heappop(self._timers)
+                self.now = max(self.now, when)
+                callback()
+                continue
+            blocked = [t for t in self.threads if t.state == "blocked"]
+            if not blocked:
+                return None
+            self.deadlocks += 1
+            for thread in blocked:
+                thread.state = "runnable"
+                thread._wake = self._on_deadlock(blocked) if self._on_deadlock else RuntimeError("deadlock")
+                thread._token += 1
+                self._runnable.append(thread)
+
+    def _switch(self, me: SimThread) -> None:
+        """Hand the baton to the next thread and wait until it comes back to ``me``."""
+        nxt = self._pick()
+        if nxt is me:
+            me.state = "running"
+            return
+        self.current = nxt
+        nxt.state = "running"
+        nxt._go.release()
+        me._go.acquire()
+        me.state = "running"
+
+    def _exit(self, me: SimThread) -> None:
+        me.state = "done"
+        nxt = self._pick()
+        if nxt is None:
+            self.current = None
+            self._all_done.set()
+            return
+        self.current = nxt
+        nxt.state = "running"
+        nxt._go.release()
