@@ -59,6 +59,7 @@ class Scheduler:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = 0
         self._all_done = threading.Event()
+        self._live = 0
         self._on_deadlock = on_deadlock
         self.deadlocks = 0
 
@@ -69,6 +70,7 @@ class Scheduler:
         thread = SimThread(self, name, fn, len(self.threads))
         self.threads.append(thread)
         self._runnable.append(thread)
+        self._live += 1
         thread._os_thread.start()
         return thread
 
@@ -138,6 +140,8 @@ class Scheduler:
         while True:
             if self._runnable:
                 return self._runnable.pop(self.rng.randrange(len(self._runnable)))
+            if not self._live:
+                return None
             if self._timers:
                 when, _, callback = heapq.heappop(self._timers)
                 self.now = max(self.now, when)
@@ -167,6 +171,7 @@ class Scheduler:
 
     def _exit(self, me: SimThread) -> None:
         me.state = "done"
+        self._live -= 1
         nxt = self._pick()
         if nxt is None:
             self.current = None

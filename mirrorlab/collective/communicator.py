@@ -119,6 +119,8 @@ class Instance:
         """The payload of the next message from ``peer``, after checking it belongs to this collective."""
         try:
             message = self.comm.transport.recv(peer, self.deadline)
+        except errors.DeadlockError as exc:
+            raise self.comm.fail(exc)
         except errors.DeadlineExceededError as exc:
             raise self.comm.fail(errors.DeadlineExceededError(
                 "Collective has timed out during execution.\n"
