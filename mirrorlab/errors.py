@@ -2,9 +2,10 @@
 
 Configuration mistakes raise the builtin ``ValueError``/``TypeError``/``RuntimeError`` exactly where
 TensorFlow 2.21 does; runtime failures of collectives and input pipelines raise these ``OpError``s.
-mirrorlab adds two refinements that stay catchable as their TF parents:
-``CollectiveMismatchError`` (an ``InvalidArgumentError``) and ``DeadlockError`` (a
-``DeadlineExceededError``: waiting forever is waiting past any deadline).
+mirrorlab adds refinements that stay catchable as their TF parents: ``CollectiveMismatchError``
+(members of one collective disagree; its shape flavour is an ``InvalidArgumentError`` and its dtype/op
+flavour an ``InternalError``, as TF reports them) and ``DeadlockError`` (a ``DeadlineExceededError``:
+waiting forever is waiting past any deadline).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ __all__ = [
     "NotFoundError", "AlreadyExistsError", "PermissionDeniedError", "ResourceExhaustedError",
     "FailedPreconditionError", "AbortedError", "OutOfRangeError", "UnimplementedError",
     "InternalError", "UnavailableError", "DataLossError", "UnauthenticatedError",
-    "CollectiveMismatchError", "DeadlockError", "SimulatedCrash", "clone",
+    "CollectiveMismatchError", "CollectiveShapeMismatchError", "CollectiveTypeMismatchError", "DeadlockError",
+    "SimulatedCrash", "clone",
 ]
 
 
@@ -93,8 +95,16 @@ class UnauthenticatedError(OpError):
     error_code = 16
 
 
-class CollectiveMismatchError(InvalidArgumentError):
+class CollectiveMismatchError(OpError):
     """Members of one collective disagree on what it is (op, dtype, shape, count or order)."""
+
+
+class CollectiveShapeMismatchError(CollectiveMismatchError, InvalidArgumentError):
+    """Members passed different shapes (TF: InvalidArgumentError "Shape mismatch in the collective ...")."""
+
+
+class CollectiveTypeMismatchError(CollectiveMismatchError, InternalError):
+    """Members passed different dtypes or ran different collective ops (TF: InternalError)."""
 
 
 class DeadlockError(DeadlineExceededError):

@@ -32,6 +32,13 @@ class SimWorkerRuntime(WorkerRuntime):
 
     def before_collective(self, seq: int) -> None:
         self.env.fault_point(collective=seq)
+        self.env.run.scheduler.yield_()  # every collective is a scheduling point
+
+    def replica_order(self, replicas: list[int]) -> list[int]:
+        """A seed-determined order, so different seeds also interleave replicas differently."""
+        order = list(replicas)
+        self.env.run.scheduler.rng.shuffle(order)
+        return order
 
 
 class SimWorkerEnv(Environment):

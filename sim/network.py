@@ -113,10 +113,9 @@ class SimTransport(Transport):
 
     def send(self, dst: int, message: Message) -> None:
         payload = message.payload
-        if isinstance(payload, np.ndarray):
-            payload = payload.copy()  # the network snapshots, as serialization would
+        if isinstance(payload, np.ndarray) and not _immutable(payload):
+            payload = payload.copy()  # the network snapshots mutable memory, as serialization would
         self.network.send(self.group, self.rank, dst, Message(message.header, payload))
-        self.network.scheduler.yield_()
 
     def recv(self, src: int, deadline: float | None) -> Message:
         box = self.network.box(self.group, src, self.rank)
@@ -153,6 +152,14 @@ class SimTransport(Transport):
         for peer in range(self.size):
             if peer != self.rank:
                 self.network.send_abort(self.group, self.rank, peer, notice)
+
+
+def _immutable(array: np.ndarray) -> bool:
+    """True when ``array`` views memory nobody can write any more (a read-only owner)."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return root.base is None and not root.flags.writeable
 
 
 def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: random.Random) -> Route:

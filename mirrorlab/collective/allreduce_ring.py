@@ -1,14 +1,15 @@
 """Ring all-reduce (SUM): reduce-scatter then all-gather, rank r sending to rank r+1.
 
 Chunk c is summed in ring order starting at rank c: ``((x_c + x_{c+1}) + ...) + x_{c-1}``, a fixed
-order, so every worker (and every transport) gets bit-identical results. Inputs are never mutated.
+order, so every worker (and every transport) gets bit-identical results. Inputs are never mutated, and
+every array the algorithm creates is frozen before it is sent, so transports may send it without a copy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..tensor import array_module
+from ..tensor import array_module, frozen
 from .communicator import Instance
 
 __all__ = ["allreduce_ring", "chunk_bounds"]
@@ -36,7 +37,7 @@ def allreduce_ring(inst: Instance, flat: Any) -> Any:
     for s in range(n - 1):
         inst.send(right, chunks[(r - s) % n], step=s)
         idx = (r - s - 1) % n
-        chunks[idx] = inst.recv(left, step=s) + chunks[idx]
+        chunks[idx] = frozen(inst.recv(left, step=s) + chunks[idx])
     for s in range(n - 1):
         inst.send(right, chunks[(r + 1 - s) % n], step=n - 1 + s)
         chunks[(r - s) % n] = inst.recv(left, step=n - 1 + s)

@@ -17,7 +17,7 @@ from .. import errors
 from .message import Fingerprint, Header, Message
 from .transport import Transport
 
-__all__ = ["Communicator", "Instance", "CollectiveState"]
+__all__ = ["Communicator", "Instance", "CollectiveState", "shape_mismatch_text"]
 
 FIX_DESYNC = ("Fix: every worker must run the same collectives (reduce, all_reduce, gather, variable "
               "creation, ON_READ reads, checkpoint saves) in the same order with the same dtypes and shapes; "
@@ -135,31 +135,40 @@ class Instance:
         mine, theirs = self.state, CollectiveState(header.seq, header.fingerprint, header.site)
         if header.seq == mine.seq and header.fingerprint == mine.fingerprint:
             return
-        raise self.comm.fail(errors.CollectiveMismatchError(mismatch_text(self.comm, peer, mine, theirs)))
+        raise self.comm.fail(mismatch_error(self.comm, peer, mine, theirs))
 
     def done(self) -> None:
         self.comm.finish(self)
 
 
-def mismatch_text(comm: Communicator, peer: int, mine: CollectiveState, theirs: CollectiveState) -> str:
-    """TF's first sentence for the mismatch, then both sides and the fix."""
+def mismatch_error(comm: Communicator, peer: int, mine: CollectiveState,
+                   theirs: CollectiveState) -> errors.CollectiveMismatchError:
+    """TF's first sentence and error class for the mismatch, then both sides and the fix."""
     a, b = mine.fingerprint, theirs.fingerprint
     device = comm.names[comm.rank]
+    cls: type[errors.CollectiveMismatchError] = errors.CollectiveTypeMismatchError
     if mine.seq != theirs.seq:
+        cls = errors.CollectiveMismatchError
         head = (f"Collective desync: collective instance {mine.seq} on {device} received a message that "
                 f"belongs to collective instance {theirs.seq} of another member.")
     elif a.op != b.op or a.detail != b.detail:
-        head = (f"Collective type mismatch in the collective instance {mine.seq}. Op at device {device} "
-                f"is {a.describe()} but another member in the group is {b.describe()}.")
+        head = (f"Collective instance {mine.seq} expected {a.describe()} at device {device} but got "
+                f"{b.describe()} from another member in the group.")
     elif a.dtype != b.dtype:
-        head = (f"Data type mismatch in the collective instance {mine.seq}. Op at device {device} expected "
-                f"dtype {a.dtype} but another member in the group expected dtype {b.dtype}.")
+        head = (f"Collective instance {mine.seq} expected data_type {a.dtype} at device {device} but got "
+                f"data_type {b.dtype} from another member in the group.")
     else:
-        head = (f"Shape mismatch in the collective instance {mine.seq}. Op at device {device} expected shape "
-                f"{_dims(a.shape)} but another member in the group expected shape {_dims(b.shape)}. "
-                "This is likely due to different input shapes at different members of the collective op.")
-    return (f"{head}\n  {comm.worker_label(comm.rank)}: {mine.describe()}\n"
-            f"  {comm.worker_label(peer)}: {theirs.describe()}\n{FIX_DESYNC}")
+        cls = errors.CollectiveShapeMismatchError
+        head = shape_mismatch_text(mine.seq, device, a.shape, b.shape)
+    return cls(f"{head}\n  {comm.worker_label(comm.rank)}: {mine.describe()}\n"
+               f"  {comm.worker_label(peer)}: {theirs.describe()}\n{FIX_DESYNC}")
+
+
+def shape_mismatch_text(seq: int, device: str, expected: tuple, got: tuple) -> str:
+    """TF's sentence for members of one collective passing different shapes."""
+    return (f"Shape mismatch in the collective instance {seq}. Op at device {device} expected shape "
+            f"{_dims(expected)} but another member in the group expected shape {_dims(got)}. "
+            "This is likely due to different input shapes at different members of the collective op.")
 
 
 def _dims(shape: tuple) -> str:

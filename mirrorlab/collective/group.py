@@ -21,11 +21,11 @@ from .allgather_ring import allgather_ring, concat_blocks
 from .allreduce_ring import allreduce_ring
 from .barrier import barrier
 from .broadcast_tree import broadcast_tree
-from .communicator import FIX_DESYNC, Communicator, Instance
+from .communicator import FIX_DESYNC, Communicator, Instance, shape_mismatch_text
 from .message import Fingerprint
 from .packing import group_by_size
 
-__all__ = ["CollectiveGroup", "sum_in_order", "mean_of_sum"]
+__all__ = ["CollectiveGroup", "sum_in_order", "mean_of_sum", "tf_dtype"]
 
 
 def sum_in_order(arrays: Sequence[Any]) -> Any:
@@ -100,27 +100,46 @@ class CollectiveGroup:
                 dtype=fp.dtype, shape=_jsonable(shape), start=start, end=end, site=site,
                 status=status, error=text))
 
-    def _local_mismatch(self, what: str, leaf: list[Any], expected: str, got: str, k: int) -> errors.OpError:
-        seq = self.comm.seq + 1
-        text = (f"{what} mismatch in the collective instance {seq}. Op at device {self.devices[0]} expected "
-                f"{expected} but another member in the group ({self.devices[k]}) expected {got}. "
-                "This is likely due to different input shapes at different members of the collective op.\n"
-                f"  local replica shapes on worker {self.worker}: "
-                f"{[list(shape_of(a)) for a in leaf]}, dtypes {[dtype_name(a) for a in leaf]}\n{FIX_DESYNC}")
-        return self.comm.fail(errors.CollectiveMismatchError(text))
+    def _check_local(self, leaves: Sequence[Sequence[Any]], addn: bool, gather: bool = False) -> None:
+        """Local replicas must agree on dtype and shape (all but the first dimension for gathers)."""
+        for leaf in leaves:
+            first = leaf[0]
+            for k, a in enumerate(leaf[1:], start=1):
+                if a.dtype != first.dtype:
+                    raise self._local_error(addn, "dtype", first, a, k)
+                if (a.shape[1:] != first.shape[1:]) if gather else (a.shape != first.shape):
+                    raise self._local_error(addn, "shape", first, a, k)
+
+    def _local_error(self, addn: bool, what: str, first: Any, other: Any, k: int) -> errors.OpError:
+        if addn:  # a single worker's cross-replica reduce is one local AddN in TF: no group to poison
+            if what == "shape":
+                return errors.InvalidArgumentError(
+                    "Inputs to operation AddN of type AddN must have the same size and shape.  Input 0: "
+                    f"{_dims(first)} != input {k}: {_dims(other)}\n{FIX_DESYNC}")
+            return errors.InvalidArgumentError(
+                f"cannot compute AddN as input #{k}(zero-based) was expected to be a {tf_dtype(first)} tensor "
+                f"but is a {tf_dtype(other)} tensor\n{FIX_DESYNC}")
+        seq, device = self.comm.seq + 1, self.devices[k]
+        detail = (f"\n  local replica shapes on worker {self.worker}: {[list(shape_of(first)), list(shape_of(other))]}"
+                  f" (replicas 0 and {k}), dtypes {dtype_name(first)} and {dtype_name(other)}\n{FIX_DESYNC}")
+        if what == "shape":
+            text = shape_mismatch_text(seq, device, shape_of(other), shape_of(first))
+            return self.comm.fail(errors.CollectiveShapeMismatchError(text + detail))
+        text = (f"Collective instance {seq} expected data_type {dtype_name(first)} but got data_type "
+                f"{dtype_name(other)} at device {device}.")
+        return self.comm.fail(errors.CollectiveTypeMismatchError(text + detail))
 
     # -- collectives ------------------------------------------------------------------------------
 
-    def all_reduce(self, op: ReduceOp, leaves: Sequence[Sequence[Any]], site: str,
-                   options: Options | None = None) -> list[Any]:
-        """Reduce each leaf over all replicas; ``leaves[i][k]`` is leaf i on local replica k."""
-        for leaf in leaves:
-            for k, a in enumerate(leaf[1:], start=1):
-                if a.dtype != leaf[0].dtype:
-                    raise self._local_mismatch("Data type", leaf, f"dtype {dtype_name(leaf[0])}", f"dtype {dtype_name(a)}", k)
-                if a.shape != leaf[0].shape:
-                    raise self._local_mismatch("Shape", leaf, f"shape {_dims(leaf[0])}", f"shape {_dims(a)}", k)
-        sums = [sum_in_order(leaf) for leaf in leaves]
+    def all_reduce(self, op: ReduceOp, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None,
+                   *, mean_count: int | None = None, addn: bool = False) -> list[Any]:
+        """Reduce each leaf over all replicas; ``leaves[i][k]`` is leaf i on local replica k.
+
+        MEAN divides the sum by ``mean_count`` (default: all replicas). ``addn`` marks TF's single-worker
+        ``strategy.reduce``, a local AddN: its dtype list and errors, and a mismatch poisons nothing."""
+        _check_reducible(leaves, addn)
+        self._check_local(leaves, addn)
+        sums = [leaf[0] if len(leaf) == 1 else frozen(sum_in_order(leaf)) for leaf in leaves]
         out: list[Any] = [None] * len(sums)
         opts = self.options.merge(options)
         for pack in group_by_size(sums, opts.bytes_per_pack):
@@ -128,22 +147,24 @@ class CollectiveGroup:
             for i in pack:
                 by_dtype.setdefault(dtype_name(sums[i]), []).append(i)
             for dtype, idx in by_dtype.items():
-                for i, value in zip(idx, self._reduce_pack([sums[i] for i in idx], dtype, site, options)):
+                for i, value in zip(idx, self._reduce_pack([sums[i] for i in idx], dtype, op, site, options)):
                     out[i] = value
-        if op == ReduceOp.MEAN:
-            out = [mean_of_sum(v, self.num_replicas) for v in out]
+        count = self.num_replicas if mean_count is None else mean_count
+        if op == ReduceOp.MEAN and count > 1:
+            out = [mean_of_sum(v, count) for v in out]
         return [frozen(v) for v in out]
 
-    def _reduce_pack(self, arrays: list[Any], dtype: str, site: str, options: Options | None) -> list[Any]:
+    def _reduce_pack(self, arrays: list[Any], dtype: str, op: ReduceOp, site: str,
+                     options: Options | None) -> list[Any]:
         shapes = [shape_of(a) for a in arrays]
-        fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), "SUM")
+        fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), op.name)
         local_shapes = [fp.shape] * self.num_local
 
         def body(inst: Instance) -> list[Any]:
             if inst.size == 1:
                 return arrays
             xp = array_module(arrays[0])
-            flat = arrays[0].reshape(-1) if len(arrays) == 1 else xp.concatenate([a.reshape(-1) for a in arrays])
+            flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
             total = allreduce_ring(inst, flat)
             parts, pos = [], 0
             for a in arrays:
@@ -158,15 +179,7 @@ class CollectiveGroup:
         out = []
         for leaf in leaves:
             first = leaf[0]
-            if first.ndim == 0:
-                raise errors.InvalidArgumentError(
-                    "all_gather needs values of rank >= 1; got a scalar. Fix: gather a vector, "
-                    "e.g. reshape the value to [1].")
-            for k, a in enumerate(leaf[1:], start=1):
-                if a.dtype != first.dtype:
-                    raise self._local_mismatch("Data type", leaf, f"dtype {dtype_name(first)}", f"dtype {dtype_name(a)}", k)
-                if a.shape[1:] != first.shape[1:]:
-                    raise self._local_mismatch("Shape", leaf, f"shape {_dims(first)}", f"shape {_dims(a)}", k)
+            self._check_local([leaf], addn=False, gather=True)
             block = first if len(leaf) == 1 else array_module(first).concatenate(leaf, axis=0)
             fp = Fingerprint("all_gather", dtype_name(first), (None, *shape_of(first)[1:]))
 
@@ -192,6 +205,30 @@ class CollectiveGroup:
         """Wait until every worker reaches the same barrier (``what`` names it in reports)."""
         self._run(Fingerprint("barrier", detail=what), site, options, [()] * self.num_local,
                   lambda inst: None if inst.size == 1 else barrier(inst))
+
+
+COLLECTIVE_DTYPES = ("float16", "float32", "float64", "int32", "int64")
+ADDN_DTYPES = COLLECTIVE_DTYPES + ("uint8", "int16", "int8", "complex64", "uint16", "complex128", "uint32", "uint64")
+_TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
+
+
+def tf_dtype(a: Any) -> str:
+    """TF's kernel-level dtype name (``float`` for float32, ``double``, ``half``)."""
+    name = dtype_name(a)
+    return _TF_NAMES.get(name, name)
+
+
+def _check_reducible(leaves: Sequence[Sequence[Any]], addn: bool) -> None:
+    """Reject dtypes TF's reduction kernels reject (bool, strings...), before any communication."""
+    allowed = ADDN_DTYPES if addn else COLLECTIVE_DTYPES
+    for leaf in leaves:
+        if dtype_name(leaf[0]) not in allowed:
+            kernel = "AddN" if addn else "CollectiveReduceV2"
+            names = ", ".join(_TF_NAMES.get(d, d) for d in allowed)
+            raise errors.InvalidArgumentError(
+                f"Value for attr 'T' of {tf_dtype(leaf[0])} is not in the list of allowed values: {names}\n\t; "
+                f"NodeDef: {{{{node {kernel}}}}}\nFix: cast the value to one of those dtypes before reducing "
+                "(e.g. bool -> int32).")
 
 
 def _dims(a: Any) -> str:

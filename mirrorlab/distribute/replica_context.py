@@ -53,6 +53,8 @@ class ReplicaContext:
         """Reduce ``value`` (a nest of arrays) over all replicas of all workers; every replica gets the result."""
         op = ReduceOp.coerce(reduce_op)
         leaves = [as_tensor(x) for x in nest.flatten(value)]
+        if self.num_replicas_in_sync == 1:  # TF: a one-replica all-reduce is the identity (dtype kept)
+            return nest.pack_sequence_as(value, leaves)
         ext = self._strategy.extended
 
         def handler(requests: list[SyncRequest]) -> list[Any]:
@@ -66,6 +68,8 @@ class ReplicaContext:
     def all_gather(self, value: Any, axis: int, options: Options | None = None) -> Any:
         """Concatenate ``value`` (a nest) from all replicas along ``axis``, in replica-id order."""
         leaves = [as_tensor(x) for x in nest.flatten(value)]
+        if self.num_replicas_in_sync == 1:
+            return nest.pack_sequence_as(value, leaves)
         ext = self._strategy.extended
 
         def handler(requests: list[SyncRequest]) -> list[Any]:
@@ -102,7 +106,7 @@ def _same_structures(requests: list[SyncRequest]) -> list[Any]:
         try:
             nest.assert_same_structure(structures[0], s)
         except ValueError as exc:
-            raise errors.CollectiveMismatchError(
+            raise errors.CollectiveTypeMismatchError(
                 f"Replicas passed differently structured values to {requests[0].kind}: replica 0 at "
                 f"{requests[0].site} vs replica {k} at {requests[k].site}: {exc}\n{FIX_DESYNC}") from None
     return structures

@@ -1,11 +1,12 @@
 """Running the replica function once per local replica, and pausing all replicas together at sync points.
 
-Replicas compute in parallel on persistent threads (as TF's mirrored_run does), but everything they
-share (collectives, merge_call, variable updates) happens at a *sync point*: once every replica has
-arrived, the worker's own thread runs the request's handler on all requests at once, in replica order.
-So results never depend on thread timing, and only the worker thread ever talks to other workers.
-A replica that returns, raises, or enters a different sync point while the others wait is reported
-instead of hanging.
+Each local replica runs on its own persistent thread (so it can pause mid-function), but only one
+replica computes at a time, in an order the runtime chooses (the simulator draws it from its seed):
+results never depend on thread timing, and BLAS never fights eight threads over two cores. Everything
+replicas share (collectives, merge_call, variable updates) happens at a *sync point*: once every
+replica has arrived, the worker's own thread runs the request's handler on all requests at once, in
+replica order, so only the worker thread ever talks to other workers. A replica that returns, raises,
+or enters a different sync point while the others wait is reported instead of hanging.
 """
 
 from __future__ import annotations
@@ -69,13 +70,16 @@ class ThreadPool(ReplicaPool):
     """``size`` replica threads coordinated by the thread that calls ``run``.
 
     ``spawn(target, name)`` starts a thread bound to the worker's environment; ``on_desync(error)`` is
-    told when replicas disagree, so the worker can abort the cross-worker group too.
+    told when replicas disagree, so the worker can abort the cross-worker group too; ``order(ids)``
+    gives the order in which the given replicas run their next stretch.
     """
 
     def __init__(self, size: int, spawn: Callable[[Callable[[], None], str], Any], name: str,
-                 on_desync: Callable[[errors.OpError], None]) -> None:
+                 on_desync: Callable[[errors.OpError], None],
+                 order: Callable[[list[int]], list[int]] = list) -> None:
         self.size = size
         self._on_desync = on_desync
+        self._order = order
         self._arrivals: queue.SimpleQueue = queue.SimpleQueue()
         self._inboxes = [queue.SimpleQueue() for _ in range(size)]
         self._requests: list[SyncRequest | None] = [None] * size
@@ -107,21 +111,18 @@ class ThreadPool(ReplicaPool):
     def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
         if self._closed:
             raise RuntimeError("this strategy's replica threads were shut down; create a new strategy")
-        for k, fn in enumerate(fns):
+        items: dict[int, Any] = dict(enumerate(fns))
+        for k in items:
             self._outcomes[k] = None
-            self._inboxes[k].put(fn)
-        running = self.size
         while True:
-            for _ in range(running):
-                self._arrivals.get()
+            for k in self._order(sorted(items)):
+                self._requests[k] = None
+                self._inboxes[k].put(items[k])
+                self._arrivals.get()  # replica k ran until its next sync point, or to its end
             waiting = [k for k in range(self.size) if self._requests[k] is not None]
             if not waiting:
                 break
-            replies = self._resolve(waiting)
-            for k in waiting:
-                self._requests[k] = None
-                self._inboxes[k].put(replies[k])
-            running = len(waiting)
+            items = self._resolve(waiting)
         return self._results()
 
     def _results(self) -> list[Any]:
@@ -165,7 +166,7 @@ class ThreadPool(ReplicaPool):
         return {k: (True, v) for k, v in zip(waiting, replies)}
 
     def _desync(self, waiting: list[int], requests: list[SyncRequest], what: str) -> dict[int, tuple[bool, Any]]:
-        error = errors.CollectiveMismatchError(f"Collective desync between replicas: {what}\n{FIX_DESYNC}")
+        error = errors.CollectiveTypeMismatchError(f"Collective desync between replicas: {what}\n{FIX_DESYNC}")
         self._on_desync(error)
         return {k: (False, error) for k in waiting}
 

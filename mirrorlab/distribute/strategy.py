@@ -63,7 +63,8 @@ class StrategyExtended:
         if len(devices) == 1:
             self._pool = InlinePool()
         else:
-            self._pool = ThreadPool(len(devices), runtime.spawn, f"worker:{rank}", runtime.comm.fail)
+            self._pool = ThreadPool(len(devices), runtime.spawn, f"worker:{rank}", runtime.comm.fail,
+                                    runtime.replica_order)
             weakref.finalize(strategy, self._pool.close)
             runtime.adopt(self._pool)
 
@@ -185,9 +186,7 @@ class Strategy:
     @contextmanager
     def scope(self) -> Iterator["Strategy"]:
         """Cross-replica context: variables created here are distributed."""
-        frame = context.current_frame()
-        if frame is not None and frame.strategy is not self and not frame.strategy._is_default:
-            raise RuntimeError(f"Mixing different tf.distribute.Strategy objects: {self} is not {frame.strategy}")
+        self._require_cross_replica(CROSS_REPLICA_REQUIRED)
         with context.enter(self, None):
             yield self
 
@@ -209,6 +208,8 @@ class Strategy:
         """Call ``fn`` once per local replica with that replica's part of ``args``; returns PerReplica
         values (plain values when there is one local replica or every replica returned the same object)."""
         self._require_cross_replica(CROSS_REPLICA_REQUIRED)
+        if not isinstance(args, (list, tuple)):
+            raise ValueError(f"positional args must be a list or tuple, got {type(args)}")
         ext = self._extended
         ext._step += 1
         ext._runtime.before_step(ext._step)
@@ -230,8 +231,14 @@ class Strategy:
         """Reduce per-replica ``value`` across all replicas of all workers (every worker gets the result).
 
         With ``axis`` each replica first sums along it, and MEAN divides by the total element count
-        over all replicas, so uneven and empty partial batches give the true global mean."""
+        over all replicas, so uneven and empty partial batches give the true global mean. Plain
+        (non-distributed) values follow TF: on one worker MEAN returns them unchanged and SUM over
+        several replicas raises; across workers each worker's value is reduced once."""
         self._require_cross_replica(CROSS_REPLICA_REQUIRED)
+        if not isinstance(reduce_op, (ReduceOp, str)):
+            if axis is None:
+                raise AssertionError(f"reduce_op must be a tf.distribute.ReduceOp or its name, got {reduce_op!r}")
+            raise TypeError(f"Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: {reduce_op!r}")
         op = ReduceOp.coerce(reduce_op)
         site = user_call_site()
         leaves = nest.flatten(value)
@@ -244,25 +251,44 @@ class Strategy:
 
     def _reduce_leaves(self, op: ReduceOp, leaves: list[Any], site: str) -> list[Any]:
         ext = self._extended
+        single = ext._num_workers == 1
         out: list[Any] = [None] * len(leaves)
-        todo = []
+        per_replica, per_worker = [], []
         for i, leaf in enumerate(leaves):
-            if isinstance(leaf, Mirrored) and op == ReduceOp.MEAN:
-                out[i] = as_tensor(leaf.values[0])
-            elif not isinstance(leaf, (DistributedValues, DistributedVariable)) and ext._num_workers == 1:
-                out[i] = self._reduce_non_distributed(op, as_tensor(leaf))
+            if isinstance(leaf, (Mirrored, MirroredVariable)):
+                if op == ReduceOp.SUM:
+                    raise AssertionError("reduce(SUM) of a Mirrored value (or MirroredVariable) would add up "
+                                         "identical copies; reduce the PerReplica values instead, or use MEAN.")
+                out[i] = ext._components(leaf)[0]
+            elif _is_distributed(leaf) and len(ext.worker_devices) > 1:
+                per_replica.append(i)
             else:
-                todo.append(i)
-        if todo:
-            reduced = ext._group.all_reduce(op, [ext._components(leaves[i]) for i in todo], site)
-            for i, r in zip(todo, reduced):
+                plain = ext._components(leaf)[0] if _is_distributed(leaf) else leaf
+                if single:
+                    out[i] = self._reduce_non_distributed(op, plain)
+                else:
+                    per_worker.append((i, as_tensor(plain)))
+        if per_replica:
+            reduced = ext._group.all_reduce(op, [ext._components(leaves[i]) for i in per_replica], site,
+                                            addn=single)
+            for i, r in zip(per_replica, reduced):
+                out[i] = r
+        if per_worker:
+            reduced = ext._group.all_reduce(op, [[v] for _, v in per_worker], site, mean_count=ext._num_workers)
+            for (i, _), r in zip(per_worker, reduced):
                 out[i] = r
         return out
 
     def _reduce_non_distributed(self, op: ReduceOp, value: Any) -> Any:
-        """TF's rule for a plain value on one worker: MEAN (or one replica, or zeros) returns it as is."""
-        if op == ReduceOp.MEAN or self.num_replicas_in_sync == 1 or not np.any(np.asarray(value)):
+        """TF's rule for a plain value on one worker: MEAN returns it as is; SUM too with one replica
+        (as a tensor) or when it is all zeros; otherwise SUM is ambiguous and raises."""
+        if op == ReduceOp.MEAN:
             return value
+        if self.num_replicas_in_sync == 1:
+            return as_tensor(value)
+        array = as_tensor(value)
+        if isinstance(value, np.ndarray) and not np.any(array):
+            return np.zeros(array.shape, array.dtype)
         raise ValueError(f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}.")
 
     def _reduce_along_axis(self, op: ReduceOp, leaves: list[Any], axis: Any, site: str) -> list[Any]:
@@ -270,33 +296,52 @@ class Strategy:
         numers, denoms = [], []
         for leaf in leaves:
             comps = ext._components(leaf)
-            axes = _normalize_axis(axis, comps[0].ndim)
+            axes = _normalize_axis(axis, comps[0])
             xp = array_module(comps[0])
-            numers.append([xp.sum(c, axis=axes) for c in comps])
+            numers.append([frozen(xp.sum(c, axis=axes)) for c in comps])
             denoms.append([np.asarray(int(np.prod([c.shape[a] for a in axes])), dtype=np.int64) for c in comps])
-        total = ext._group.all_reduce(ReduceOp.SUM, numers, site)
+        total = self._reduce_leaves(ReduceOp.SUM, [self._pack_local(n) for n in numers], site)
         if op == ReduceOp.SUM:
             return total
-        counts = ext._group.all_reduce(ReduceOp.SUM, denoms, site)
+        counts = self._reduce_leaves(ReduceOp.SUM, [self._pack_local(d) for d in denoms], site)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return [frozen(_truediv(t, c)) for t, c in zip(total, counts)]
+            return [frozen(_truediv(as_tensor(t), as_tensor(c))) for t, c in zip(total, counts)]
+
+    def _pack_local(self, components: list[Any]) -> Any:
+        """Per-replica partial results as TF's ``run`` would return them (plain with one replica)."""
+        return regroup(components) if len(components) > 1 else components[0]
 
     def gather(self, value: Any, axis: int) -> Any:
-        """Concatenate per-replica ``value`` along ``axis`` over all replicas (uneven lengths allowed)."""
+        """Concatenate per-replica ``value`` along ``axis`` over all replicas (uneven lengths allowed).
+
+        A plain value is returned unchanged on one worker and gathered once per worker otherwise."""
         self._require_cross_replica(GATHER_CROSS_REPLICA_REQUIRED)
         ext = self._extended
+        site = user_call_site()
         leaves = nest.flatten(value)
+        out: list[Any] = list(leaves)
         with context.enter(self, None):
-            gathered = ext._gather_leaves([ext._components(leaf) for leaf in leaves], axis, user_call_site(), None)
-        return nest.pack_sequence_as(value, gathered)
+            for i, leaf in enumerate(leaves):
+                if _is_distributed(leaf):
+                    if self.num_replicas_in_sync > 1:
+                        out[i] = ext._gather_leaves([ext._components(leaf)], axis, site, None)[0]
+                    else:
+                        out[i] = ext._components(leaf)[0]
+                elif ext._num_workers > 1:
+                    out[i] = ext._gather_leaves([[as_tensor(leaf)]], axis, site, None)[0]
+        return nest.pack_sequence_as(value, out)
 
     # -- per-replica values ----------------------------------------------------------------------
 
     def experimental_local_results(self, value: Any) -> tuple:
-        """The values of this worker's replicas, in local replica order."""
+        """The values of this worker's replicas, in local replica order: one structure per replica with
+        each distributed leaf replaced by that replica's component; ``(value,)`` if nothing is distributed."""
         if isinstance(value, (DistributedValues, DistributedVariable)):
             return tuple(value.values)
-        return (value,)
+        if not any(_is_distributed(leaf) for leaf in nest.flatten(value)):
+            return (value,)
+        return tuple(nest.map_structure(lambda v, k=k: v.values[k] if _is_distributed(v) else v, value)
+                     for k in range(len(self._extended.worker_devices)))
 
     def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], Any]) -> Any:
         """``value_fn(ValueContext)`` once per local replica, as a PerReplica (nest of PerReplica)."""
@@ -310,19 +355,29 @@ class Strategy:
         return f"<mirrorlab.{type(self).__name__} object at {id(self):#x}>"
 
 
-def _normalize_axis(axis: Any, rank: int) -> tuple[int, ...]:
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
-        axes = (int(axis),)
-    elif isinstance(axis, (tuple, list)):
-        axes = tuple(int(a) for a in axis)
-    else:
-        raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
-    if rank == 0:
-        raise ValueError(f"Invalid reduction dimension {axes[0]} for input with 0 dimensions. "
-                         "Fix: reduce a scalar with axis=None.")
+def _is_distributed(value: Any) -> bool:
+    return isinstance(value, (DistributedValues, DistributedVariable))
+
+
+def _normalize_axis(axis: Any, value: Any) -> tuple[int, ...]:
+    """``axis`` (an int, or a tuple/list of ints) as non-negative dims of ``value``; TF's errors otherwise."""
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)) or int(a) != a:
+            raise TypeError(f"Value passed to parameter 'reduction_indices' has DataType "
+                            f"{type(a).__name__} not in list of allowed values: int32, int64 (axis={axis!r})")
+        axes.append(int(a))
+    rank = value.ndim
     for a in axes:
         if not -rank <= a < rank:
-            raise ValueError(f"`axis` = {axis!r} out of range for `value` with rank {rank}")
+            raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions. "
+                             f"(axis={axis!r} for a value of shape {list(value.shape)}; reduce a scalar with "
+                             "axis=None)")
+    if np.dtype(value.dtype).kind not in "iufc":
+        raise TypeError(f"Value passed to parameter 'input' has DataType {np.dtype(value.dtype).name} not in list "
+                        "of allowed values: float32, float64, int32, uint8, int16, int8, complex64, int64, "
+                        "bfloat16, uint16, complex128, float16, uint32, uint64")
     return tuple(a % rank for a in axes)
 
 
@@ -368,7 +423,7 @@ class MultiWorkerMirroredStrategy(Strategy):
         if not spec.as_dict() or task_type == "evaluator":
             device_type, count = env.default_device_type()
             devices = [f"/job:localhost/replica:0/task:0/device:{device_type}:{k}" for k in range(count)]
-            extended = StrategyExtended(self, env.local_runtime(devices), communication_options)
+            extended = StrategyExtended(self, env.local_runtime(devices), communication_options, between_graph=True)
         else:
             roles.validate_cluster_spec(spec, task_type, task_id)
             rank = roles.id_in_cluster(spec, task_type, task_id)

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import errors
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum
 from ..tensor import as_tensor, frozen, is_cupy
 from . import context
+from .regroup import regroup
 from .replica_pool import SyncRequest
 from .values import DistributedValues
 
@@ -224,25 +226,30 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
                                  f"The variable shape {self._shape}, and the assigned value shape "
                                  f"{tuple(value.shape)} are incompatible.")
             return frozen(value.copy() if isinstance(value, np.ndarray) else value)
+        if tuple(value.shape) != self._shape:
+            raise errors.InvalidArgumentError(
+                f"Cannot update variable with shape {list(self._shape)} using a Tensor with shape "
+                f"{list(value.shape)}, shapes must be equal. (variable '{self._name}', {kind})")
         result = current + value if kind == "assign_add" else current - value
-        if tuple(result.shape) != self._shape:
-            raise ValueError(f"Cannot update variable '{self._name}' with shape {self._shape} using a value of "
-                             f"shape {tuple(value.shape)}: the result would have shape {tuple(result.shape)}.")
         return frozen(result.astype(self._dtype, copy=False))
 
-    def _update(self, kind: str, value: Any) -> "Variable":
+    def _update(self, kind: str, value: Any) -> Any:
+        """Apply the update; returns what ``assign`` returns (the variable, whose reads see the new value)."""
         self._value = self._new_value(self._value, kind, value)
         return self
 
     def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
-        """Set the value (see the class docs of distributed variables for their rules)."""
-        return self._update("assign", value)
+        """Set the value (see the class docs of distributed variables for their rules); None if not read_value."""
+        result = self._update("assign", value)
+        return result if read_value else None
 
     def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
-        return self._update("assign_add", delta)
+        result = self._update("assign_add", delta)
+        return result if read_value else None
 
     def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
-        return self._update("assign_sub", delta)
+        result = self._update("assign_sub", delta)
+        return result if read_value else None
 
     # -- checkpoint hooks -------------------------------------------------------------------------
 
@@ -343,14 +350,15 @@ class DistributedVariable(Variable):
         components[local_id] = self._new_value(components[local_id], kind, value)
         self._components = components
 
-    def _update(self, kind: str, value: Any) -> "Variable":
+    def _update(self, kind: str, value: Any) -> Any:
         local_id = self._replica_id()
         if local_id is None:
             self._update_cross_replica(kind, value)
-        else:
-            if isinstance(value, DistributedValues):
-                raise TypeError("Cannot use DistributedValues to update variables in replica context.")
-            self._update_replica(local_id, kind, value)
+            return self._cross_replica_result()
+        self._update_replica(local_id, kind, value)
+        return self
+
+    def _cross_replica_result(self) -> Any:
         return self
 
     def _update_cross_replica(self, kind: str, value: Any) -> None:
@@ -361,6 +369,8 @@ class DistributedVariable(Variable):
             self._set_all(kind, value)
 
     def _update_replica(self, local_id: int, kind: str, value: Any) -> None:
+        if isinstance(value, DistributedValues):
+            raise TypeError("Cannot use DistributedValues to update variables in replica context.")
         self._set_local(local_id, kind, value)
 
     def __repr__(self) -> str:
@@ -375,22 +385,23 @@ class MirroredVariable(DistributedVariable):
 
     def _update_replica(self, local_id: int, kind: str, value: Any) -> None:
         if self._aggregation == VariableAggregation.NONE:
-            self._set_local(local_id, kind, value)
+            super()._update_replica(local_id, kind, value)
             return
-        ext = self._strategy.extended
+        strategy = self._strategy
         agg = self._aggregation
 
         def handler(requests: list[SyncRequest]) -> list[Any]:
-            values = [_convert(r.payload, self._dtype) for r in requests]
+            # As TF's merge_call: identical objects regroup to one plain value, then reduce_to applies.
+            grouped = regroup([r.payload for r in requests])
             if agg == VariableAggregation.ONLY_FIRST_REPLICA:
-                reduced = values[0]
+                reduced = strategy.experimental_local_results(grouped)[0]
             else:
                 op = ReduceOp.from_variable_aggregation(agg)
-                reduced = ext._group.all_reduce(op, [values], requests[0].site)[0]
+                reduced = strategy._reduce_leaves(op, [grouped], requests[0].site)[0]
             self._set_all(kind, reduced)
             return [None] * len(requests)
 
-        ext._pool.sync(local_id, SyncRequest(f"{kind}({self._name})", value, user_call_site(), handler))
+        strategy.extended._pool.sync(local_id, SyncRequest(f"{kind}({self._name})", value, user_call_site(), handler))
 
 
 class SyncOnReadVariable(DistributedVariable):
@@ -413,6 +424,9 @@ class SyncOnReadVariable(DistributedVariable):
             value = _convert(value, self._dtype)
             value = mean_of_sum(value, n).astype(self._dtype, copy=False)
         super()._update_cross_replica(kind, value)
+
+    def _cross_replica_result(self) -> Any:
+        return self._read()
 
     def _restore_value(self, value: Any) -> None:
         self._update_cross_replica("assign", value)

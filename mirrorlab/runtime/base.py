@@ -32,6 +32,10 @@ class WorkerRuntime:
     def before_step(self, step: int) -> None:
         """Called before the ``step``-th ``strategy.run`` (counting from 1)."""
 
+    def replica_order(self, replicas: list[int]) -> list[int]:
+        """The order in which local replicas run their next stretch between sync points."""
+        return replicas
+
     def adopt(self, resource: object) -> None:
         """Keep ``resource`` (something with ``close()``, e.g. a replica pool) until ``close()``."""
         self._owned.append(resource)

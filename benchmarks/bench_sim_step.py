@@ -1,0 +1,160 @@
+"""Speed of the simulator against plain NumPy (targets from issue 2; never asserted in tests).
+
+1. One training step of an MLP 784-128-10 (global batch 256, SGD, sparse softmax cross-entropy) on
+   ``SimCluster(1, 8)`` versus the same math on the whole batch in plain NumPy. Target ratio <= 1.3.
+2. 1024 simulated replicas all-reducing 1M float32 values each. Target < 2 s.
+
+Run: ``python benchmarks/bench_sim_step.py [--steps 50] [--skip-allreduce]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import mirrorlab as ml
+from mirrorlab.sim import SimCluster
+
+GLOBAL_BATCH = 256
+LR = 0.1
+
+
+def init_params(seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((784, 128)) * 0.05).astype(np.float32), np.zeros(128, np.float32),
+            (rng.standard_normal((128, 10)) * 0.05).astype(np.float32), np.zeros(10, np.float32)]
+
+
+def loss_and_grads(params, x: np.ndarray, y: np.ndarray, global_batch: int):
+    """Sparse softmax cross-entropy of the MLP, summed over ``x`` and scaled by the GLOBAL batch."""
+    w1, b1, w2, b2 = (np.asarray(p) for p in params)
+    h = x @ w1 + b1
+    r = np.maximum(h, 0.0)
+    z = r @ w2 + b2
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    p = e / e.sum(axis=1, keepdims=True)
+    rows = np.arange(len(y))
+    loss = -np.log(p[rows, y]).sum() / global_batch
+    dz = p
+    dz[rows, y] -= 1.0
+    dz /= global_batch
+    dr = dz @ w2.T
+    dr[h <= 0] = 0.0
+    return loss, (x.T @ dr, dr.sum(axis=0), r.T @ dz, dz.sum(axis=0))
+
+
+def data(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((GLOBAL_BATCH, 784)).astype(np.float32), rng.integers(0, 10, GLOBAL_BATCH)
+
+
+def plain_numpy(steps: int) -> float:
+    """Seconds per step of the single-process NumPy reference."""
+    params = init_params()
+    x, y = data()
+    for i in range(steps + 5):
+        if i == 5:
+            start = time.perf_counter()
+        _, grads = loss_and_grads(params, x, y, GLOBAL_BATCH)
+        params = [p - LR * g for p, g in zip(params, grads)]
+    return (time.perf_counter() - start) / steps
+
+
+def split_numpy(steps: int, replicas: int = 8) -> float:
+    """Seconds per step of the same math done as ``replicas`` sequential slices in plain NumPy: the
+    cost of data-parallel splitting itself (small matmuls), without any framework."""
+    params = init_params()
+    x, y = data()
+    per = GLOBAL_BATCH // replicas
+    for i in range(steps + 5):
+        if i == 5:
+            start = time.perf_counter()
+        parts = [loss_and_grads(params, x[k * per:(k + 1) * per], y[k * per:(k + 1) * per], GLOBAL_BATCH)[1]
+                 for k in range(replicas)]
+        grads = [sum(g[j] for g in parts) for j in range(4)]
+        params = [p - LR * g for p, g in zip(params, grads)]
+    return (time.perf_counter() - start) / steps
+
+
+def simulated(steps: int, devices: int = 8) -> float:
+    """Seconds per step on SimCluster(1, devices), measured inside the simulated worker."""
+    x, y = data()
+
+    def program() -> float:
+        strategy = ml.MultiWorkerMirroredStrategy()
+        n = strategy.num_replicas_in_sync
+        per = GLOBAL_BATCH // n
+        with strategy.scope():
+            params = [ml.Variable(p) for p in init_params()]
+
+        def apply(strategy, grads):
+            for v, g in zip(params, grads):
+                v.assign_sub(LR * strategy.experimental_local_results(g)[0])
+
+        def replica_step(xb, yb):
+            ctx = ml.get_replica_context()
+            loss, grads = loss_and_grads(params, xb, yb, GLOBAL_BATCH)
+            grads = ctx.all_reduce(ml.ReduceOp.SUM, grads)
+            ctx.merge_call(apply, args=(grads,))
+            return loss
+
+        xs = strategy.experimental_distribute_values_from_function(
+            lambda c: x[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per])
+        ys = strategy.experimental_distribute_values_from_function(
+            lambda c: y[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per])
+        for i in range(steps + 5):
+            if i == 5:
+                start = time.perf_counter()
+            strategy.run(replica_step, args=(xs, ys))
+        return (time.perf_counter() - start) / steps
+
+    return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
+
+
+def allreduce_1m(workers: int, devices: int, repeats: int = 3) -> list[float]:
+    """Wall seconds for ``workers x devices`` replicas to all-reduce 1M float32 each (first = cold)."""
+    size = 1 << 20
+
+    def program() -> list[tuple[float, float]]:
+        strategy = ml.MultiWorkerMirroredStrategy()
+        values = strategy.experimental_distribute_values_from_function(
+            lambda c: np.full(size, c.replica_id_in_sync_group % 7, np.float32))
+        times = []
+        for _ in range(repeats):
+            strategy.reduce("mean", 0.0, axis=None)  # line the workers up before timing
+            start = time.perf_counter()
+            total = strategy.reduce("sum", values, axis=None)
+            times.append((start, time.perf_counter()))
+        assert total.shape == (size,)
+        return times
+
+    per_worker = SimCluster(workers=workers, devices_per_worker=devices).run(program).values()
+    return [max(w[i][1] for w in per_worker) - min(w[i][0] for w in per_worker) for i in range(repeats)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--skip-allreduce", action="store_true")
+    args = parser.parse_args()
+    ref = plain_numpy(args.steps)
+    split = split_numpy(args.steps)
+    sim = simulated(args.steps)
+    print(f"MLP 784-128-10, global batch {GLOBAL_BATCH}, one SGD step:")
+    print(f"  plain NumPy, whole batch          : {ref * 1e3:8.3f} ms/step")
+    print(f"  plain NumPy, 8 slices in sequence : {split * 1e3:8.3f} ms/step  (cost of splitting alone)")
+    print(f"  SimCluster(1, 8), 8 replicas      : {sim * 1e3:8.3f} ms/step")
+    print(f"  ratio simulated / plain           : {sim / ref:8.2f}x   (target <= 1.3x; TF 2.21 MirroredStrategy ~4.7x)")
+    print(f"  ratio simulated / 8 slices        : {sim / split:8.2f}x   (mirrorlab's own overhead)")
+    if not args.skip_allreduce:
+        print("1024 replicas all-reducing 1M float32 each (target < 2 s); runs: cold, warm, warm:")
+        for workers, devices in ((1, 1024), (16, 64), (128, 8)):
+            times = allreduce_1m(workers, devices)
+            print(f"  SimCluster({workers}, {devices}): " + ", ".join(f"{t:.3f} s" for t in times))
+
+
+if __name__ == "__main__":
+    main()
