@@ -25,7 +25,8 @@ from ..communication import Options
 from ..runtime import WorkerRuntime, current_environment
 from ..tensor import array_module, as_tensor, frozen
 from . import context
-from .input_context import ValueContext
+from .input_context import InputContext, ValueContext
+from .input_lib import DistributedDataset
 from .regroup import regroup, select_replica
 from .replica_context import ReplicaContext
 from .replica_pool import InlinePool, SyncRequest, ThreadPool
@@ -105,6 +106,10 @@ class StrategyExtended:
     @property
     def _id_in_cluster(self) -> int:
         return self._rank
+
+    def _make_input_context(self) -> InputContext:
+        """One input pipeline per worker; this worker's id; all replicas in sync."""
+        return InputContext(self._num_workers, self._rank, self._num_workers * len(self.worker_devices))
 
     # -- variables ------------------------------------------------------------------------------
 
@@ -330,6 +335,17 @@ class Strategy:
                 elif ext._num_workers > 1:
                     out[i] = ext._gather_leaves([[as_tensor(leaf)]], axis, site, None)[0]
         return nest.pack_sequence_as(value, out)
+
+    # -- input ------------------------------------------------------------------------------------
+
+    def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> DistributedDataset:
+        """Split ``dataset`` (batched by the GLOBAL batch size) across workers and replicas, as TF does."""
+        return DistributedDataset.from_dataset(self, dataset, options)
+
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+                                          options: Any = None) -> DistributedDataset:
+        """``dataset_fn(InputContext)`` on each worker builds its own (per-replica batched) pipeline."""
+        return DistributedDataset.from_function(self, dataset_fn, options)
 
     # -- per-replica values ----------------------------------------------------------------------
 

@@ -1,0 +1,228 @@
+"""Batching and TF's two rebatching rules (used to split global batches across replicas).
+
+* ``RebatchDataset`` (TF's RebatchDatasetV2): ``unbatch().batch(sizes cycled)``, crossing input batch
+  boundaries; a desired size of 0 yields an empty batch; used for OFF/FILE sharding.
+* ``LegacyRebatchDataset``: every input batch of size b is cut into N slices of ``ceil(b / N)``;
+  slices past the end are empty elements; used for DATA sharding and unknown batch sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import errors, nest
+from .dataset import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, FilterDataset, PassThroughDataset,
+                      RepeatDataset, ShardDataset, ShuffleDataset, SkipDataset, TakeDataset, TensorSpec,
+                      UnaryDataset)
+
+__all__ = ["BatchDataset", "UnbatchDataset", "RebatchDataset", "LegacyRebatchDataset", "batch_sizes_for_worker",
+           "compute_batch_size", "empty_batch", "NotBatchedError"]
+
+
+def stack(elements: list[Any]) -> Any:
+    """Stack a list of same-structured elements along a new first axis (TF's batch kernel)."""
+    flat = [nest.flatten(e) for e in elements]
+    out = []
+    for c in range(len(flat[0])):
+        parts = [f[c] for f in flat]
+        for i, p in enumerate(parts[1:], start=1):
+            if p.shape != parts[0].shape:
+                raise errors.InvalidArgumentError(
+                    f"Cannot batch tensors with different shapes in component {c}. First element had shape "
+                    f"{list(parts[0].shape)} and element {i} had shape {list(p.shape)}.")
+        out.append(np.stack(parts))
+    return nest.pack_sequence_as(elements[0], out)
+
+
+def empty_batch(spec: Any) -> Any:
+    """An element whose components have batch dimension 0 (unknown dims become 0, as in TF)."""
+    return nest.map_structure(
+        lambda s: np.zeros((0,) + tuple(0 if d is None else d for d in s.shape[1:]), dtype=s.dtype), spec)
+
+
+def _batch_spec(spec: Any, size: int | None) -> Any:
+    return nest.map_structure(lambda s: TensorSpec((size, *s.shape), s.dtype), spec)
+
+
+def _unbatched_spec(spec: Any) -> Any:
+    def drop(s: TensorSpec) -> TensorSpec:
+        if not s.shape:
+            raise ValueError("Cannot unbatch or rebatch an input with scalar components: every component needs a "
+                             "batch dimension. Perhaps your input dataset is not batched?")
+        return TensorSpec(s.shape[1:], s.dtype)
+    return nest.map_structure(drop, spec)
+
+
+class BatchDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, batch_size: int, drop_remainder: bool) -> None:
+        super().__init__(input_dataset)
+        if batch_size <= 0:
+            raise errors.InvalidArgumentError(f"Batch size must be greater than zero, got {batch_size}.")
+        self.batch_size = batch_size
+        self.drop_remainder = drop_remainder
+
+    def _iterate(self) -> Iterator[Any]:
+        pending: list[Any] = []
+        for element in self._input:
+            pending.append(element)
+            if len(pending) == self.batch_size:
+                yield stack(pending)
+                pending = []
+        if pending and not self.drop_remainder:
+            yield stack(pending)
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        if n < 0:
+            return n
+        return n // self.batch_size if self.drop_remainder else -(-n // self.batch_size)
+
+    @property
+    def element_spec(self) -> Any:
+        return _batch_spec(self._input.element_spec, self.batch_size if self.drop_remainder else None)
+
+
+def _rows(element: Any) -> int:
+    sizes = {int(np.shape(c)[0]) for c in nest.flatten(element)}
+    if len(sizes) != 1:
+        raise errors.InvalidArgumentError(
+            f"Cannot rebatch: the components of an element have different batch sizes {sorted(sizes)}.")
+    return sizes.pop()
+
+
+def _slice(element: Any, start: int, stop: int) -> Any:
+    return nest.map_structure(lambda c: c[start:stop], element)
+
+
+def _concat(pieces: list[Any]) -> Any:
+    if len(pieces) == 1:
+        return pieces[0]
+    return nest.map_structure(lambda *cs: np.concatenate(cs, axis=0), *pieces)
+
+
+class UnbatchDataset(UnaryDataset):
+    def _iterate(self) -> Iterator[Any]:
+        for element in self._input:
+            for i in range(_rows(element)):
+                yield nest.map_structure(lambda c: c[i], element)
+
+    @property
+    def element_spec(self) -> Any:
+        return _unbatched_spec(self._input.element_spec)
+
+
+class RebatchDataset(UnaryDataset):
+    """TF's RebatchDatasetV2 kernel: cycle through ``batch_sizes``, slicing across input batches."""
+
+    def __init__(self, input_dataset: Dataset, batch_sizes: list[int], drop_remainder: bool) -> None:
+        super().__init__(input_dataset)
+        if not batch_sizes or any(b < 0 for b in batch_sizes):
+            raise errors.InvalidArgumentError(f"batch_sizes must be non-empty and non-negative, got {batch_sizes}")
+        self.batch_sizes = list(batch_sizes)
+        self.drop_remainder = drop_remainder
+
+    def _iterate(self) -> Iterator[Any]:
+        inputs = iter(self._input)
+        current, offset, rows = None, 0, 0
+        spec = None
+        end_of_input = False
+        index = 0
+        while not end_of_input or current is not None:
+            desired = self.batch_sizes[index]
+            pieces, size = [], 0
+            while size < desired:
+                if current is None:
+                    current = next(inputs, None)
+                    if current is None:
+                        end_of_input = True
+                        break
+                    offset, rows = 0, _rows(current)
+                    spec = nest.map_structure(lambda c: TensorSpec(c.shape, c.dtype), current)
+                take = min(desired - size, rows - offset)
+                pieces.append(_slice(current, offset, offset + take))
+                size += take
+                offset += take
+                if offset == rows:
+                    current = None
+            if size == 0 and desired > 0:
+                return
+            if size < desired and self.drop_remainder:
+                return
+            index = (index + 1) % len(self.batch_sizes)
+            if size == 0:
+                yield empty_batch(spec if spec is not None else self._input.element_spec)
+            else:
+                yield _concat(pieces)
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        return n if n == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+
+    @property
+    def element_spec(self) -> Any:
+        return _batch_spec(_unbatched_spec(self._input.element_spec), None)
+
+
+class LegacyRebatchDataset(UnaryDataset):
+    """TF's legacy RebatchDataset: each input batch becomes ``num_replicas`` slices of ``ceil(b / N)``."""
+
+    def __init__(self, input_dataset: Dataset, num_replicas: int) -> None:
+        super().__init__(input_dataset)
+        self.num_replicas = num_replicas
+
+    def _iterate(self) -> Iterator[Any]:
+        for element in self._input:
+            if any(np.ndim(c) == 0 for c in nest.flatten(element)):
+                raise errors.InvalidArgumentError(
+                    "Cannot rebatch dataset: All components must have at least one dimension. Perhaps your input "
+                    f"dataset is not batched? Component shapes: {[list(np.shape(c)) for c in nest.flatten(element)]}")
+            rows = _rows(element)
+            interval = -(-rows // self.num_replicas)
+            for k in range(self.num_replicas):
+                start = min(k * interval, rows)
+                yield _slice(element, start, min(start + interval, rows))
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        return n * self.num_replicas if n >= 0 else n
+
+    @property
+    def element_spec(self) -> Any:
+        return _batch_spec(_unbatched_spec(self._input.element_spec), None)
+
+
+def batch_sizes_for_worker(global_batch_size: int, num_workers: int, num_replicas_per_worker: int,
+                           worker_index: int) -> list[int]:
+    """TF's split of a global batch into ``N`` sub-batch sizes, rotated so each worker's R come first."""
+    n = num_workers * num_replicas_per_worker
+    floor = global_batch_size // n
+    num_ceil = global_batch_size - n * floor
+    worker0 = [floor + 1] * num_ceil + [floor] * (n - num_ceil)
+    shift = worker_index * num_replicas_per_worker
+    return worker0[shift:] + worker0[:shift]
+
+
+class NotBatchedError(ValueError):
+    """The pipeline has no ``batch`` to split across replicas."""
+
+
+_PRESERVES_BATCH = (FilterDataset, RepeatDataset, ShuffleDataset, TakeDataset, SkipDataset, ShardDataset,
+                    PassThroughDataset)
+
+
+def compute_batch_size(dataset: Dataset) -> int:
+    """The static global batch size (TF's ComputeBatchSize): found by walking up through ops that keep
+    the batch intact to a ``batch``; -1 when an op on the way may change it (e.g. ``map``)."""
+    node = dataset
+    while True:
+        if isinstance(node, BatchDataset):
+            return node.batch_size
+        if isinstance(node, _PRESERVES_BATCH):
+            node = node._inputs[0]
+            continue
+        if not node._inputs:
+            raise NotBatchedError("without encountering a batch transformation")
+        return -1

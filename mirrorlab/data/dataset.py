@@ -1,0 +1,442 @@
+"""``Dataset``: a lazy, streaming input pipeline in the style of ``tf.data``.
+
+A dataset is a small graph of nodes (sources and transformations). Iterating it streams elements
+(nests of NumPy arrays) without materialising the input; the graph stays inspectable so that
+distribution can rewrite it exactly as TF's auto-sharding does (shard the file list, or the
+elements, and rebatch per replica).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import errors, nest
+from ..tensor import as_tensor
+from .options import SHARD_HINT, Options
+
+__all__ = ["Dataset", "TensorSpec", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AUTOTUNE"]
+
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
+AUTOTUNE = -1
+
+
+class TensorSpec:
+    """Shape (None for unknown dims) and dtype of one component of an element."""
+
+    def __init__(self, shape: tuple, dtype: Any) -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorSpec) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype.name})"
+
+    @staticmethod
+    def of(array: Any) -> "TensorSpec":
+        return TensorSpec(array.shape, array.dtype)
+
+
+def _call(fn: Callable, element: Any) -> Any:
+    """TF's convention: a tuple element is unpacked into positional arguments."""
+    return fn(*element) if isinstance(element, tuple) else fn(element)
+
+
+def _tensors(value: Any) -> Any:
+    return nest.map_structure(as_tensor, value)
+
+
+class Dataset:
+    """Base of every dataset node; ``_inputs`` are the upstream datasets."""
+
+    _inputs: tuple["Dataset", ...] = ()
+    _options: Options | None = None
+
+    # -- to be provided by nodes -----------------------------------------------------------------
+
+    def _iterate(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def _replace_inputs(self, inputs: tuple["Dataset", ...]) -> "Dataset":
+        """A copy of this node reading from ``inputs`` (graph rewrites use it)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._inputs = tuple(inputs)
+        return clone
+
+    def cardinality(self) -> int:
+        """Number of elements, or INFINITE_CARDINALITY / UNKNOWN_CARDINALITY."""
+        return UNKNOWN_CARDINALITY
+
+    @property
+    def element_spec(self) -> Any:
+        """A nest of ``TensorSpec`` (taken from the first element when it cannot be known statically)."""
+        first = next(iter(self), None)
+        if first is None:
+            raise ValueError("cannot infer the element_spec of an empty dataset whose element type depends on a "
+                             "map function; give the pipeline at least one element")
+        return nest.map_structure(TensorSpec.of, first)
+
+    # -- iteration ---------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._iterate()
+
+    def as_numpy_iterator(self) -> Iterator[Any]:
+        return iter(self)
+
+    def options(self) -> Options:
+        """The options in effect: those set on this dataset or any upstream one."""
+        merged = Options()
+        for node in self._walk():
+            if node._options is not None:
+                merged = node._options.merge(merged)
+        return merged
+
+    def _walk(self) -> Iterator["Dataset"]:
+        """This node and every node upstream of it."""
+        yield self
+        for child in self._inputs:
+            yield from child._walk()
+
+    # -- sources -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def range(*args: int, dtype: Any = np.int64) -> "Dataset":
+        """``range(stop)``, ``range(start, stop[, step])`` as int64 scalars."""
+        from .sources import RangeDataset
+
+        return RangeDataset(range(*args), dtype)
+
+    @staticmethod
+    def from_tensor_slices(tensors: Any) -> "Dataset":
+        """One element per index of the first dimension of every component of ``tensors``."""
+        from .sources import TensorSliceDataset
+
+        return TensorSliceDataset(tensors)
+
+    @staticmethod
+    def from_tensors(tensors: Any) -> "Dataset":
+        """A single element: ``tensors`` itself."""
+        from .sources import TensorDataset
+
+        return TensorDataset(tensors)
+
+    @staticmethod
+    def list_files(file_pattern: str | list[str], shuffle: bool | None = None, seed: int | None = None) -> "Dataset":
+        """File names matching the glob pattern(s), sorted, then shuffled unless ``shuffle=False``."""
+        from .sources import list_files
+
+        return list_files(file_pattern, shuffle, seed)
+
+    # -- transformations ---------------------------------------------------------------------------------
+
+    def batch(self, batch_size: int, drop_remainder: bool = False, num_parallel_calls: Any = None,
+              deterministic: Any = None, name: Any = None) -> "Dataset":
+        """Stack ``batch_size`` consecutive elements; the last batch may be short unless ``drop_remainder``."""
+        from .batching import BatchDataset
+
+        return BatchDataset(self, int(batch_size), bool(drop_remainder))
+
+    def unbatch(self, name: Any = None) -> "Dataset":
+        from .batching import UnbatchDataset
+
+        return UnbatchDataset(self)
+
+    def rebatch(self, batch_size: int | list[int], drop_remainder: bool = False, name: Any = None) -> "Dataset":
+        """Re-split the stream of batches into batches of the given size(s), cycling through a list."""
+        from .batching import RebatchDataset
+
+        sizes = [int(batch_size)] if np.isscalar(batch_size) else [int(b) for b in batch_size]
+        return RebatchDataset(self, sizes, bool(drop_remainder))
+
+    def map(self, map_func: Callable, num_parallel_calls: Any = None, deterministic: Any = None,
+            name: Any = None) -> "Dataset":
+        return MapDataset(self, map_func)
+
+    def filter(self, predicate: Callable, name: Any = None) -> "Dataset":
+        return FilterDataset(self, predicate)
+
+    def flat_map(self, map_func: Callable, name: Any = None) -> "Dataset":
+        """Concatenate the datasets ``map_func`` returns for each element."""
+        from .sources import FlatMapDataset
+
+        return FlatMapDataset(self, map_func, cycle_length=1, block_length=1)
+
+    def interleave(self, map_func: Callable, cycle_length: int | None = None, block_length: int = 1,
+                   num_parallel_calls: Any = None, deterministic: Any = None, name: Any = None) -> "Dataset":
+        """Alternate between ``cycle_length`` of the datasets ``map_func`` returns, ``block_length`` at a time."""
+        from .sources import FlatMapDataset
+
+        return FlatMapDataset(self, map_func, cycle_length=cycle_length or 1, block_length=block_length)
+
+    def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
+                name: Any = None) -> "Dataset":
+        """Sample uniformly from a buffer of ``buffer_size`` elements (seeded: deterministic)."""
+        return ShuffleDataset(self, int(buffer_size), seed, reshuffle_each_iteration)
+
+    def repeat(self, count: int | None = None, name: Any = None) -> "Dataset":
+        return RepeatDataset(self, None if count is None or count < 0 else int(count))
+
+    def take(self, count: int, name: Any = None) -> "Dataset":
+        return TakeDataset(self, int(count))
+
+    def skip(self, count: int, name: Any = None) -> "Dataset":
+        return SkipDataset(self, int(count))
+
+    def shard(self, num_shards: int, index: int, name: Any = None) -> "Dataset":
+        """Every ``num_shards``-th element starting at ``index``."""
+        return ShardDataset(self, int(num_shards), int(index))
+
+    def prefetch(self, buffer_size: int, name: Any = None) -> "Dataset":
+        """Kept for TF compatibility; mirrorlab's pipelines produce elements on demand."""
+        return PrefetchDataset(self, buffer_size)
+
+    def cache(self, filename: str = "", name: Any = None) -> "Dataset":
+        return PassThroughDataset(self, "cache")
+
+    def with_options(self, options: Options, name: Any = None) -> "Dataset":
+        """This dataset with ``options`` (e.g. the auto-shard policy) applied."""
+        if not isinstance(options, Options):
+            raise TypeError(f"with_options expects mirrorlab.data.Options, got {type(options).__name__}")
+        node = PassThroughDataset(self, "options")
+        node._options = options
+        return node
+
+
+class UnaryDataset(Dataset):
+    """A transformation of a single input."""
+
+    def __init__(self, input_dataset: Dataset) -> None:
+        self._inputs = (input_dataset,)
+
+    @property
+    def _input(self) -> Dataset:
+        return self._inputs[0]
+
+
+class PassThroughDataset(UnaryDataset):
+    """Elements unchanged (prefetch, cache, with_options); kept as nodes because sharding rules see them."""
+
+    def __init__(self, input_dataset: Dataset, kind: str) -> None:
+        super().__init__(input_dataset)
+        self.kind = kind
+
+    def _iterate(self) -> Iterator[Any]:
+        return iter(self._input)
+
+    def cardinality(self) -> int:
+        return self._input.cardinality()
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+class PrefetchDataset(PassThroughDataset):
+    def __init__(self, input_dataset: Dataset, buffer_size: int) -> None:
+        super().__init__(input_dataset, "prefetch")
+        self.buffer_size = buffer_size
+
+
+class MapDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, fn: Callable) -> None:
+        super().__init__(input_dataset)
+        self.fn = fn
+
+    def _iterate(self) -> Iterator[Any]:
+        for element in self._input:
+            yield _tensors(_call(self.fn, element))
+
+    def cardinality(self) -> int:
+        return self._input.cardinality()
+
+
+class FilterDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, predicate: Callable) -> None:
+        super().__init__(input_dataset)
+        self.predicate = predicate
+
+    def _iterate(self) -> Iterator[Any]:
+        for element in self._input:
+            keep = np.asarray(_call(self.predicate, element))
+            if keep.shape != () or keep.dtype != np.bool_:
+                raise errors.InvalidArgumentError(
+                    f"`predicate` return type must be a scalar bool, got {keep.dtype.name} of shape {keep.shape}")
+            if keep:
+                yield element
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+class ShuffleDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, buffer_size: int, seed: int | None, reshuffle: bool) -> None:
+        super().__init__(input_dataset)
+        if buffer_size < 1:
+            raise errors.InvalidArgumentError(f"buffer_size must be greater than zero, got {buffer_size}")
+        self.buffer_size = buffer_size
+        self.seed = seed
+        self.reshuffle = reshuffle
+        self._epochs = itertools.count()
+
+    def _rng(self) -> np.random.Generator:
+        from .seeding import dataset_seed
+
+        base = dataset_seed(self.seed)
+        return np.random.default_rng([base, next(self._epochs)] if self.reshuffle else [base])
+
+    def _iterate(self) -> Iterator[Any]:
+        rng = self._rng()
+        buffer: list[Any] = []
+        for element in self._input:
+            buffer.append(element)
+            if len(buffer) >= self.buffer_size:
+                i = int(rng.integers(len(buffer)))
+                buffer[i], buffer[-1] = buffer[-1], buffer[i]
+                yield buffer.pop()
+        while buffer:
+            i = int(rng.integers(len(buffer)))
+            buffer[i], buffer[-1] = buffer[-1], buffer[i]
+            yield buffer.pop()
+
+    def cardinality(self) -> int:
+        return self._input.cardinality()
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+class RepeatDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, count: int | None) -> None:
+        super().__init__(input_dataset)
+        self.count = count
+
+    def _iterate(self) -> Iterator[Any]:
+        rounds = itertools.count() if self.count is None else range(self.count)
+        for _ in rounds:
+            empty = True
+            for element in self._input:
+                empty = False
+                yield element
+            if empty:
+                return
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        if self.count is None:
+            return 0 if n == 0 else (INFINITE_CARDINALITY if n != UNKNOWN_CARDINALITY else UNKNOWN_CARDINALITY)
+        if n < 0:
+            return n if self.count else 0
+        return n * self.count
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+class TakeDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, count: int) -> None:
+        super().__init__(input_dataset)
+        self.count = count
+
+    def _iterate(self) -> Iterator[Any]:
+        return itertools.islice(self._input, None if self.count < 0 else self.count)
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        if self.count < 0:
+            return n
+        if n == INFINITE_CARDINALITY:
+            return self.count
+        return UNKNOWN_CARDINALITY if n == UNKNOWN_CARDINALITY else min(n, self.count)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+class SkipDataset(UnaryDataset):
+    def __init__(self, input_dataset: Dataset, count: int) -> None:
+        super().__init__(input_dataset)
+        self.count = count
+
+    def _iterate(self) -> Iterator[Any]:
+        return iter(()) if self.count < 0 else itertools.islice(iter(self._input), self.count, None)
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        if n < 0:
+            return n
+        return 0 if self.count < 0 else max(0, n - self.count)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+class ShardDataset(UnaryDataset):
+    """Every ``num_shards``-th element from ``index``; ``require_non_empty`` marks auto-inserted FILE shards,
+    which raise TF's "Could not apply FILE based sharding" error when there are too few files."""
+
+    def __init__(self, input_dataset: Dataset, num_shards: int, index: int, require_non_empty: bool = False) -> None:
+        super().__init__(input_dataset)
+        if num_shards == index == SHARD_HINT:
+            self.num_shards = self.index = SHARD_HINT
+            self.require_non_empty = False
+            return
+        if num_shards < 1:
+            raise errors.InvalidArgumentError(f"Number of shards must be greater than zero (currently num_shards = "
+                                              f"{num_shards}).")
+        if not 0 <= index < num_shards:
+            raise errors.InvalidArgumentError(f"Index must be between 0 and {num_shards - 1} (currently index = "
+                                              f"{index}).")
+        self.num_shards = num_shards
+        self.index = index
+        self.require_non_empty = require_non_empty
+
+    def _iterate(self) -> Iterator[Any]:
+        n, k = self.num_shards, self.index
+        if n == SHARD_HINT:
+            raise errors.FailedPreconditionError(
+                "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in `tf.distribute.Strategy."
+                "experimental_distribute_dataset()` with `tf.data.experimental.AutoShardPolicy.HINT` policy, or "
+                "tf.data service with `tf.data.experimental.service.ShardingPolicy.HINT` processing mode.")
+        it = iter(self._input)
+        position = 0
+        for element in it:
+            if position % n == k:
+                if position == k and self.require_non_empty and k + 1 < n:
+                    # TF checks, before the first element, that every other shard can get one too.
+                    got = sum(1 for _ in itertools.islice(it, n - k - 1))
+                    if got < n - k - 1:
+                        raise errors.InvalidArgumentError(_too_few_files(k + 1, n))
+                    position += got
+                yield element
+            position += 1
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        if n < 0:
+            return n
+        return max(0, (n - self.index + self.num_shards - 1) // self.num_shards)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+def _too_few_files(seen: int, shards: int) -> str:
+    return (f"Could not apply FILE based sharding: the dataset only has {seen} file(s), which is not enough for "
+            f"the required {shards} shards/workers. If you are using datasets with distribution strategy, consider "
+            "setting the auto sharding policy to either DATA or OFF using the `experimental_distribute."
+            "auto_shard_policy` option of `tf.data.Options()`. Or, split your input files into a larger number "
+            "of small files such that number of files is greater than number of shards/workers.")

@@ -1,0 +1,134 @@
+"""Per-worker input pipelines, exactly as TF 2.21 builds them for ``experimental_distribute_dataset``.
+
+1. Rebatch: with a static global batch size G, each worker's stream is re-split into TF's
+   ``batch_sizes_for_worker`` sizes (RebatchDatasetV2); otherwise the legacy ceil split is used.
+2. Auto-shard by policy: OFF (nothing), FILE (shard the file list under every reader; a source that
+   is not a file reader cannot be sharded), DATA (legacy ceil split of each global batch, then keep every
+   W-th piece), AUTO (FILE for file readers, else DATA with TF's warning), HINT.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .. import errors
+from .batching import LegacyRebatchDataset, NotBatchedError, RebatchDataset, batch_sizes_for_worker, compute_batch_size
+from .dataset import Dataset, PassThroughDataset, PrefetchDataset, ShardDataset, ShuffleDataset
+from .options import SHARD_HINT, AutoShardPolicy
+from .sources import FlatMapDataset, ReaderDataset, SourceDataset
+
+__all__ = ["worker_pipeline", "auto_shard", "ErrorDataset"]
+
+log = logging.getLogger("mirrorlab")
+
+
+class ErrorDataset(Dataset):
+    """Raises ``error`` when iterated: TF reports failed rewrites lazily, at the first ``next()``."""
+
+    def __init__(self, error: errors.OpError, original: Dataset) -> None:
+        self.error = error
+        self._inputs = (original,)
+
+    def _iterate(self) -> Iterator[Any]:
+        def fail() -> Any:
+            raise errors.clone(self.error)
+        return iter(fail, None)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._inputs[0].element_spec
+
+
+def _transform(node: Dataset, visit: Callable[[Dataset], Dataset | None]) -> Dataset:
+    """Rebuild the graph bottom-up, replacing the nodes for which ``visit`` returns a new node."""
+    replaced = visit(node)
+    if replaced is not None:
+        return replaced
+    inputs = tuple(_transform(child, visit) for child in node._inputs)
+    if all(a is b for a, b in zip(inputs, node._inputs)):
+        return node
+    return node._replace_inputs(inputs)
+
+
+def _shard_file_names(names: Dataset, num_workers: int, index: int) -> Dataset:
+    """Shard the file-name dataset, moving an upstream shuffle after the shard (as TF does)."""
+    if isinstance(names, ShuffleDataset):
+        return names._replace_inputs((_shard_file_names(names._inputs[0], num_workers, index),))
+    return ShardDataset(names, num_workers, index, require_non_empty=True)
+
+
+def shard_by_file(dataset: Dataset, num_workers: int, index: int) -> Dataset:
+    """Shard the input of every file reader; raises NotFoundError if a source is not a file reader."""
+    def visit(node: Dataset) -> Dataset | None:
+        if isinstance(node, ReaderDataset) or (isinstance(node, FlatMapDataset) and node.reads_files()):
+            return node._replace_inputs((_shard_file_names(node._inputs[0], num_workers, index),))
+        if isinstance(node, SourceDataset):
+            raise errors.NotFoundError(f"Found an unshardable source dataset: {node.describe()}")
+        return None
+
+    return _transform(dataset, visit)
+
+
+def shard_by_data(dataset: Dataset, num_workers: int, index: int, num_replicas: int) -> Dataset:
+    """Keep every ``num_workers``-th element (sub-batch) from ``index``, switching a V2 rebatch to the
+    legacy ceil split first; the shard goes below any trailing prefetch/options nodes."""
+    trailing: list[Dataset] = []
+    node = dataset
+    while isinstance(node, PassThroughDataset):
+        trailing.append(node)
+        node = node._inputs[0]
+    if isinstance(node, RebatchDataset):
+        node = LegacyRebatchDataset(node._inputs[0], num_replicas)
+    node = ShardDataset(node, num_workers, index)
+    for wrapper in reversed(trailing):
+        node = wrapper._replace_inputs((node,))
+    return node
+
+
+def shard_by_hint(dataset: Dataset, num_workers: int, index: int) -> Dataset:
+    def visit(node: Dataset) -> Dataset | None:
+        if isinstance(node, ShardDataset) and node.num_shards == SHARD_HINT:
+            return ShardDataset(_transform(node._inputs[0], visit), num_workers, index)
+        return None
+
+    return _transform(dataset, visit)
+
+
+def auto_shard(dataset: Dataset, num_workers: int, index: int, num_replicas: int) -> Dataset:
+    """Apply the dataset's auto-shard policy for worker ``index`` of ``num_workers``."""
+    policy = dataset.options().experimental_distribute.auto_shard_policy
+    if policy == AutoShardPolicy.OFF or (policy == AutoShardPolicy.FILE and num_workers == 1 and index == 0):
+        return dataset
+    if policy == AutoShardPolicy.HINT:
+        return shard_by_hint(dataset, num_workers, index)
+    if policy in (AutoShardPolicy.FILE, AutoShardPolicy.AUTO):
+        try:
+            return shard_by_file(dataset, num_workers, index)
+        except errors.NotFoundError as exc:
+            if policy == AutoShardPolicy.FILE:
+                return ErrorDataset(exc, dataset)
+            log.warning("AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE sharding "
+                        "policy because of the following reason: %s", exc.message)
+    return shard_by_data(dataset, num_workers, index, num_replicas)
+
+
+def worker_pipeline(dataset: Dataset, num_workers: int, index: int, replicas_per_worker: int) -> Dataset:
+    """The stream worker ``index`` reads: rebatched per replica, then auto-sharded; each step the worker
+    takes ``replicas_per_worker`` consecutive elements."""
+    num_replicas = num_workers * replicas_per_worker
+    if num_replicas > 1:
+        try:
+            batch_size = compute_batch_size(dataset)
+        except NotBatchedError as exc:
+            raise ValueError(f"Call the `batch` method on the input Dataset in order to be able to split your input "
+                             f"across {num_replicas} replicas.\n Please see the tf.distribute.Strategy guide. "
+                             f"{exc}") from None
+        if batch_size != -1:
+            sizes = batch_sizes_for_worker(batch_size, num_workers, replicas_per_worker, index)
+            dataset = RebatchDataset(dataset, sizes, drop_remainder=False)
+        else:
+            dataset = LegacyRebatchDataset(dataset, num_replicas)
+        dataset = PrefetchDataset(dataset, replicas_per_worker)
+    return auto_shard(dataset, num_workers, index, num_replicas)

@@ -1,0 +1,243 @@
+"""Dataset sources: ranges, tensor slices, file lists and the file readers that FILE sharding splits."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import errors, nest
+from ..tensor import as_tensor
+from .dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, TensorSpec, UnaryDataset, _call
+
+__all__ = ["RangeDataset", "TensorSliceDataset", "TensorDataset", "TextLineDataset", "NumpyFileDataset",
+           "FlatMapDataset", "ReaderDataset", "list_files"]
+
+
+_END = object()
+
+
+class SourceDataset(Dataset):
+    """A dataset with no input dataset (FILE sharding cannot split it)."""
+
+
+class RangeDataset(SourceDataset):
+    def __init__(self, values: range, dtype: Any) -> None:
+        self.values = values
+        self.dtype = np.dtype(dtype)
+
+    def _iterate(self) -> Iterator[Any]:
+        return (np.asarray(v, dtype=self.dtype) for v in self.values)
+
+    def cardinality(self) -> int:
+        return len(self.values)
+
+    @property
+    def element_spec(self) -> Any:
+        return TensorSpec((), self.dtype)
+
+    def describe(self) -> str:
+        return f"RangeDataset({self.values.start}, {self.values.stop}, {self.values.step})"
+
+
+class TensorSliceDataset(SourceDataset):
+    def __init__(self, tensors: Any) -> None:
+        self.tensors = nest.map_structure(_as_sliceable, tensors)
+        sizes = {int(t.shape[0]) for t in nest.flatten(self.tensors)}
+        if len(sizes) > 1:
+            raise errors.InvalidArgumentError(
+                f"Dimensions {sorted(sizes)} of the components passed to from_tensor_slices differ: all "
+                "components must have the same size in their first dimension.")
+        self._length = sizes.pop() if sizes else 0
+
+    def _iterate(self) -> Iterator[Any]:
+        for i in range(self._length):
+            yield nest.map_structure(lambda t: t[i], self.tensors)
+
+    def cardinality(self) -> int:
+        return self._length
+
+    @property
+    def element_spec(self) -> Any:
+        return nest.map_structure(lambda t: TensorSpec(t.shape[1:], t.dtype), self.tensors)
+
+    def describe(self) -> str:
+        return f"TensorSliceDataset of {self._length} elements"
+
+
+def _as_sliceable(value: Any) -> Any:
+    array = as_tensor(value)
+    if array.ndim == 0:
+        raise errors.InvalidArgumentError(
+            f"from_tensor_slices needs components of rank >= 1 to slice; got a scalar {array!r}. "
+            "Fix: use from_tensors for a single element.")
+    if array.dtype.kind in "US" or array.dtype == object:
+        return np.asarray(array, dtype=np.bytes_) if array.dtype.kind != "U" else np.char.encode(array, "utf-8")
+    return array
+
+
+class TensorDataset(SourceDataset):
+    def __init__(self, tensors: Any) -> None:
+        self.tensors = nest.map_structure(as_tensor, tensors)
+
+    def _iterate(self) -> Iterator[Any]:
+        yield self.tensors
+
+    def cardinality(self) -> int:
+        return 1
+
+    def describe(self) -> str:
+        return "TensorDataset"
+
+
+def list_files(file_pattern: str | list[str], shuffle: bool | None, seed: int | None) -> Dataset:
+    """Sorted glob matches as a dataset of file names; raises when nothing matches (as TF)."""
+    patterns = [file_pattern] if isinstance(file_pattern, (str, bytes)) else list(file_pattern)
+    names = sorted({m for p in patterns for m in glob.glob(p.decode() if isinstance(p, bytes) else p)})
+    if not names:
+        raise errors.InvalidArgumentError(f"Expected 'tf.Tensor(False, shape=(), dtype=bool)' to be true. "
+                                          f"Summarized data: b'No files matched pattern: {', '.join(map(str, patterns))}'")
+    files = TensorSliceDataset(np.array([n.encode() for n in names]))
+    if shuffle is False:
+        return files
+    return files.shuffle(len(names), seed=seed)
+
+
+def _file_list(filenames: Any) -> Dataset:
+    if isinstance(filenames, Dataset):
+        return filenames
+    names = [filenames] if isinstance(filenames, (str, bytes)) else list(filenames)
+    return TensorSliceDataset(np.array([n.encode() if isinstance(n, str) else bytes(n) for n in names]))
+
+
+def _path(name: Any) -> str:
+    value = np.asarray(name).item() if not isinstance(name, (str, bytes)) else name
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ReaderDataset(UnaryDataset):
+    """Reads records from the files its input dataset names, file after file. FILE sharding splits
+    its input (the file names) across workers."""
+
+    def _read(self, path: str) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def _iterate(self) -> Iterator[Any]:
+        for name in self._input:
+            yield from self._read(_path(name))
+
+    def cardinality(self) -> int:
+        return UNKNOWN_CARDINALITY
+
+
+class TextLineDataset(ReaderDataset):
+    """Lines of text files (without the line ending) as scalar byte strings."""
+
+    def __init__(self, filenames: Any, compression_type: Any = None, buffer_size: Any = None, name: Any = None) -> None:
+        super().__init__(_file_list(filenames))
+
+    def _read(self, path: str) -> Iterator[Any]:
+        try:
+            with open(path, "rb") as handle:
+                for line in handle:
+                    yield np.asarray(line.rstrip(b"\r\n"), dtype=np.bytes_)
+        except FileNotFoundError:
+            raise errors.NotFoundError(f"{path}; No such file or directory") from None
+
+    @property
+    def element_spec(self) -> Any:
+        return TensorSpec((), np.bytes_)
+
+
+class NumpyFileDataset(ReaderDataset):
+    """Rows of ``.npy`` files, or of the arrays in ``.npz`` files (a dict per row, or a tuple in ``keys``
+    order). ``.npy`` files are memory-mapped; files are read one at a time; pickles are refused."""
+
+    def __init__(self, filenames: Any, keys: list[str] | None = None) -> None:
+        super().__init__(_file_list(filenames))
+        self.keys = list(keys) if keys is not None else None
+
+    def _read(self, path: str) -> Iterator[Any]:
+        try:
+            loaded = np.load(path, mmap_mode="r" if path.endswith(".npy") else None, allow_pickle=False)
+        except FileNotFoundError:
+            raise errors.NotFoundError(f"{path}; No such file or directory") from None
+        except ValueError as exc:
+            raise errors.DataLossError(f"{path} is not a NumPy file mirrorlab can read safely: {exc}") from None
+        if isinstance(loaded, np.ndarray):
+            for row in loaded:
+                yield np.array(row)
+            return
+        with loaded:
+            names = self.keys if self.keys is not None else sorted(loaded.files)
+            missing = [k for k in names if k not in loaded.files]
+            if missing:
+                raise errors.InvalidArgumentError(f"{path} has no arrays {missing}; it has {sorted(loaded.files)}")
+            arrays = {k: loaded[k] for k in names}
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) > 1:
+            raise errors.InvalidArgumentError(f"{path}: arrays {names} have different lengths {sorted(lengths)}")
+        for i in range(lengths.pop() if lengths else 0):
+            row = {k: np.array(a[i]) for k, a in arrays.items()}
+            yield tuple(row[k] for k in names) if self.keys is not None else row
+
+
+class FlatMapDataset(UnaryDataset):
+    """``flat_map`` / ``interleave``: the datasets ``fn`` makes from each input element, interleaved."""
+
+    def __init__(self, input_dataset: Dataset, fn: Callable, cycle_length: int, block_length: int) -> None:
+        super().__init__(input_dataset)
+        if cycle_length == -1:
+            cycle_length = 1
+        self.fn = fn
+        self.cycle_length = max(1, int(cycle_length))
+        self.block_length = max(1, int(block_length))
+
+    def _dataset_for(self, element: Any) -> Dataset:
+        result = _call(self.fn, element)
+        if not isinstance(result, Dataset):
+            raise TypeError(f"the function given to flat_map/interleave must return a Dataset, got "
+                            f"{type(result).__name__}")
+        return result
+
+    def _iterate(self) -> Iterator[Any]:
+        """TF's interleave order: a slot whose dataset ends is refilled from the input when next visited."""
+        inputs, end_of_input = iter(self._input), False
+        slots: list[Iterator[Any] | None] = [None] * self.cycle_length
+        open_count = index = block = 0
+        while not end_of_input or open_count:
+            current = slots[index]
+            if current is not None:
+                value = next(current, _END)
+                if value is not _END:
+                    block += 1
+                    if block == self.block_length:
+                        index, block = (index + 1) % self.cycle_length, 0
+                    yield value
+                    continue
+                slots[index] = None
+                open_count -= 1
+                index, block = (index + 1) % self.cycle_length, 0
+            elif not end_of_input:
+                element = next(inputs, _END)
+                if element is _END:
+                    end_of_input = True
+                else:
+                    slots[index] = iter(self._dataset_for(element))
+                    open_count += 1
+            else:
+                index, block = (index + 1) % self.cycle_length, 0
+
+    def reads_files(self) -> bool:
+        """Whether ``fn`` builds a file reader (then FILE sharding splits this node's input)."""
+        sample = next(iter(self._input), None)
+        if sample is None:
+            return False
+        return any(isinstance(node, ReaderDataset) for node in self._dataset_for(sample)._walk())
+
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        return n if n == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY

@@ -1,0 +1,185 @@
+"""Distributed datasets: each worker reads its own stream, each replica takes one element per step.
+
+Like TF, workers agree every step on whether *any* replica still has data (a SUM all-reduce of the
+local count), so a worker whose shard ends early keeps stepping with empty batches and no collective
+ever desyncs; when nobody has data, every worker stops together. A pipeline error on one worker aborts
+the group, so the other workers learn why instead of hanging (TF: "Socket closed").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import errors, nest
+from ..aggregation import ReduceOp
+from ..callsite import user_call_site
+from ..data.batching import empty_batch
+from ..data.dataset import INFINITE_CARDINALITY, Dataset, TensorSpec
+from ..data.sharding import worker_pipeline
+from . import context
+from .input_context import InputContext
+from .regroup import regroup
+
+if TYPE_CHECKING:
+    from .strategy import Strategy
+
+__all__ = ["DistributedDataset", "DistributedIterator", "InputOptions", "InputReplicationMode"]
+
+NEXT_IN_REPLICA = ("next(iterator) should be called from outside of replica_fn. e.g. "
+                   "strategy.run(replica_fn, args=(next(iterator),))")
+
+
+class InputReplicationMode:
+    """TF's ``tf.distribute.InputReplicationMode``."""
+
+    PER_WORKER = "PER_WORKER"
+    PER_REPLICA = "PER_REPLICA"
+
+
+class InputOptions:
+    """TF's ``tf.distribute.InputOptions`` (only the replication mode matters here)."""
+
+    def __init__(self, experimental_fetch_to_device: bool | None = None,
+                 experimental_replication_mode: str = InputReplicationMode.PER_WORKER,
+                 experimental_place_dataset_on_device: bool = False,
+                 experimental_per_replica_buffer_size: int = 1) -> None:
+        self.experimental_replication_mode = experimental_replication_mode
+
+
+def _check_options(options: InputOptions | None) -> None:
+    if options is not None and options.experimental_replication_mode == InputReplicationMode.PER_REPLICA:
+        raise NotImplementedError("InputReplicationMode.PER_REPLICA is only supported in "
+                                  "`distribute_datasets_from_function` of tf.distribute.MirroredStrategy")
+
+
+class DistributedDataset:
+    """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
+
+    def __init__(self, strategy: "Strategy", stream: Dataset, original: Dataset) -> None:
+        self._strategy = strategy
+        self._stream = stream
+        self._original = original
+
+    @classmethod
+    def from_dataset(cls, strategy: "Strategy", dataset: Dataset, options: InputOptions | None) -> "DistributedDataset":
+        _check_options(options)
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"experimental_distribute_dataset expects a mirrorlab.data.Dataset, got "
+                            f"{type(dataset).__name__}")
+        ext = strategy.extended
+        stream = worker_pipeline(dataset, ext._num_workers, ext._rank, len(ext.worker_devices))
+        return cls(strategy, stream, dataset)
+
+    @classmethod
+    def from_function(cls, strategy: "Strategy", dataset_fn: Callable[[InputContext], Dataset],
+                      options: InputOptions | None) -> "DistributedDataset":
+        _check_options(options)
+        dataset = dataset_fn(strategy.extended._make_input_context())
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"dataset_fn must return a mirrorlab.data.Dataset, got {type(dataset).__name__}")
+        return cls(strategy, dataset, dataset)
+
+    def __iter__(self) -> "DistributedIterator":
+        return DistributedIterator(self)
+
+    @property
+    def element_spec(self) -> Any:
+        """Per-replica element spec; the batch dimension is unknown (partial batches)."""
+        return nest.map_structure(lambda s: TensorSpec((None, *s.shape[1:]), s.dtype) if s.shape else s,
+                                  self._original.element_spec)
+
+    def cardinality(self) -> int:
+        return self._original.cardinality()
+
+
+class DistributedIterator:
+    """Yields, per step, one element per local replica (PerReplica; plain with one replica)."""
+
+    def __init__(self, dataset: DistributedDataset) -> None:
+        self._dataset = dataset
+        self._strategy = dataset._strategy
+        self._stream: Iterator[Any] = iter(dataset._stream)
+        self._spec: Any = None
+        self._done = False
+        ext = self._strategy.extended
+        # TF agrees on "has data" across workers every step unless the input is known to be infinite.
+        self._agree = ext._num_workers > 1 and dataset._original.cardinality() != INFINITE_CARDINALITY
+
+    def __iter__(self) -> "DistributedIterator":
+        return self
+
+    def get_next(self) -> Any:
+        return self.__next__()
+
+    def __next__(self) -> Any:
+        frame = context.current_frame()
+        if frame is not None and frame.replica is not None:
+            raise ValueError(NEXT_IN_REPLICA)
+        if self._done:
+            raise StopIteration
+        ext = self._strategy.extended
+        site = user_call_site()
+        local = [self._pull(ext) for _ in ext.worker_devices]
+        have = sum(v is not None for v in local)
+        if self._agree:
+            counts = ext._group.all_reduce(ReduceOp.SUM, [[np.asarray(have, np.int64)]], site)
+            have_any = int(counts[0]) > 0
+        else:
+            have_any = have > 0
+        if not have_any:
+            self._done = True
+            raise StopIteration
+        filled = [v if v is not None else empty_batch(self._element_spec()) for v in local]
+        return regroup(filled)
+
+    def _pull(self, ext: Any) -> Any:
+        """The next element of this worker's stream (None at its end); a pipeline error aborts the group."""
+        try:
+            element = next(self._stream, None)
+        except errors.OpError as exc:
+            ext._group.comm.fail(type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
+                                            f"{ext._group.comm.names[ext._rank]})"))
+            raise
+        except Exception as exc:
+            ext._group.comm.fail(errors.UnknownError(
+                f"the input pipeline of worker {ext._rank} ({ext._group.comm.names[ext._rank]}) raised "
+                f"{type(exc).__name__}: {exc}"))
+            raise
+        if element is not None and self._spec is None:
+            self._spec = nest.map_structure(lambda a: TensorSpec(a.shape, a.dtype), element)
+        return element
+
+    def _element_spec(self) -> Any:
+        if self._spec is None:
+            self._spec = self._dataset._original.element_spec
+        return self._spec
+
+    def get_next_as_optional(self) -> "Optional":
+        """The next per-replica value wrapped in an ``Optional`` (empty at the end instead of raising)."""
+        try:
+            return Optional(self.__next__())
+        except StopIteration:
+            return Optional(None, False)
+
+    @property
+    def element_spec(self) -> Any:
+        return self._dataset.element_spec
+
+
+class Optional:
+    """TF's ``tf.experimental.Optional``: a value that may be absent."""
+
+    def __init__(self, value: Any, present: bool = True) -> None:
+        self._value = value
+        self._present = present
+
+    def has_value(self) -> bool:
+        return self._present
+
+    def get_value(self) -> Any:
+        if not self._present:
+            raise errors.InvalidArgumentError("The optional does not have a value.")
+        return self._value

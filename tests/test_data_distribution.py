@@ -1,0 +1,186 @@
+"""Distributing datasets across simulated workers and replicas, checked against TF 2.21's observed splits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mirrorlab as ml
+from mirrorlab import data as md
+from mirrorlab import errors
+from mirrorlab.sim import SimCluster
+
+
+def policy(dataset: md.Dataset, name: str) -> md.Dataset:
+    options = md.Options()
+    options.experimental_distribute.auto_shard_policy = md.AutoShardPolicy[name]
+    return dataset.with_options(options)
+
+
+def steps_of(make_dataset, workers: int, devices: int = 1, seed: int = 0, **cluster):
+    """Per worker: a list of steps, each a list of per-replica value lists."""
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        out = []
+        for batch in strategy.experimental_distribute_dataset(make_dataset()):
+            out.append([np.asarray(v).tolist() for v in strategy.experimental_local_results(batch)])
+        return out
+    return SimCluster(workers=workers, devices_per_worker=devices, seed=seed, **cluster).run(program)
+
+
+@pytest.mark.parametrize("n, expected0, expected1", [
+    (16, [[0, 1, 2, 3], [8, 9, 10, 11]], [[4, 5, 6, 7], [12, 13, 14, 15]]),
+    (14, [[0, 1, 2, 3], [8, 9, 10]], [[4, 5, 6, 7], [11, 12, 13]]),   # last batch 6 -> 3 + 3, not 4 + 2
+    (13, [[0, 1, 2, 3], [8, 9, 10]], [[4, 5, 6, 7], [11, 12]]),
+    (9, [[0, 1, 2, 3], [8]], [[4, 5, 6, 7], []]),
+])
+def test_auto_policy_two_workers_matches_tf(n, expected0, expected1):
+    result = steps_of(lambda: md.Dataset.range(n).batch(8), workers=2).values()
+    assert [s[0] for s in result[0]] == expected0
+    assert [s[0] for s in result[1]] == expected1
+
+
+def test_auto_policy_three_workers_matches_tf():
+    full = steps_of(lambda: md.Dataset.range(13).batch(8), workers=3).values()
+    assert [[s[0] for s in w] for w in full] == [[[0, 1, 2], [8, 9]], [[3, 4, 5], [10, 11]], [[6, 7], [12]]]
+    two = steps_of(lambda: md.Dataset.range(10).batch(8), workers=3).values()
+    assert [w[1][0] for w in two] == [[8], [9], []]
+    one = steps_of(lambda: md.Dataset.range(1).batch(8), workers=3).values()
+    assert [w[0][0] for w in one] == [[0], [], []]
+
+
+def test_off_policy_gives_every_worker_everything():
+    result = steps_of(lambda: policy(md.Dataset.range(13).batch(8), "OFF"), workers=2).values()
+    assert result[0] == result[1] == [[[0, 1, 2, 3]], [[4, 5, 6, 7]], [[8, 9, 10, 11]], [[12]]]
+    odd = steps_of(lambda: policy(md.Dataset.range(14).batch(7), "OFF"), workers=2).values()
+    assert [s[0] for s in odd[0]] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9, 10], [11, 12, 13]]
+    assert [s[0] for s in odd[1]] == [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9], [10, 11, 12, 13]]
+
+
+@pytest.fixture
+def record_files(tmp_path: Path) -> list[str]:
+    names = []
+    for i in range(3):
+        path = tmp_path / f"part-{i}.txt"
+        path.write_text("".join(f"{10 * i + j}\n" for j in range(4)))
+        names.append(str(path))
+    return names
+
+
+def _lines(files, name):
+    return lambda: policy(md.TextLineDataset(files).map(lambda line: line.astype(np.int64)).batch(4), name)
+
+
+def test_file_policy_shards_files_and_pads_the_shorter_worker_with_empty_batches(record_files):
+    result = steps_of(_lines(record_files, "FILE"), workers=2).values()
+    assert [s[0] for s in result[0]] == [[0, 1], [2, 3], [20, 21], [22, 23]]
+    assert [s[0] for s in result[1]] == [[10, 11], [12, 13], [], []]
+    assert steps_of(_lines(record_files, "AUTO"), workers=2).values() == result
+
+
+def test_data_policy_with_files_reads_every_file_on_every_worker(record_files):
+    result = steps_of(_lines(record_files, "DATA"), workers=2).values()
+    assert [s[0] for s in result[0]] == [[0, 1], [10, 11], [20, 21]]
+    assert [s[0] for s in result[1]] == [[2, 3], [12, 13], [22, 23]]
+
+
+@pytest.mark.parametrize("name", ["FILE", "AUTO"])
+def test_too_few_files_raises_tf_error_on_worker0_and_tells_the_others(record_files, name):
+    result = steps_of(_lines(record_files[:1], name), workers=2)
+    first = result[0]
+    assert isinstance(first, errors.InvalidArgumentError)
+    assert str(first).startswith("Could not apply FILE based sharding: the dataset only has 1 file(s), which is "
+                                 "not enough for the required 2 shards/workers.")
+    other = result[1]
+    assert isinstance(other, errors.InvalidArgumentError)
+    assert "Could not apply FILE based sharding" in str(other) and "worker 0" in str(other)
+
+
+def test_explicit_file_policy_on_a_range_fails_at_first_iteration():
+    result = steps_of(lambda: policy(md.Dataset.range(8).batch(4), "FILE"), workers=2)
+    assert all(isinstance(r, errors.NotFoundError) for r in result)
+    assert "Found an unshardable source dataset: RangeDataset(0, 8, 1)" in str(result[0])
+
+
+def test_auto_on_range_warns_and_falls_back_to_data(caplog):
+    with caplog.at_level("WARNING", logger="mirrorlab"):
+        steps_of(lambda: md.Dataset.range(4).batch(2), workers=2).values()
+    assert "AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE sharding policy" in caplog.text
+
+
+def test_single_worker_two_replicas_uses_both_split_rules():
+    def program(name):
+        strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        ds = policy(md.Dataset.range(13).batch(8), name)
+        return [[np.asarray(v).tolist() for v in strategy.experimental_local_results(b)]
+                for b in strategy.experimental_distribute_dataset(ds)]
+    assert program("AUTO")[-1] == [[8, 9, 10], [11, 12]]      # legacy ceil split
+    assert program("DATA")[-1] == [[8, 9, 10], [11, 12]]
+    assert program("OFF")[-1] == [[8, 9, 10, 11], [12]]        # V2 fixed-size split
+    assert program("FILE")[-1] == [[8, 9, 10, 11], [12]]
+
+
+def test_unbatched_dataset_is_rejected_with_tfs_message():
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with pytest.raises(ValueError, match="Call the `batch` method on the input Dataset in order to be able to split "
+                                         "your input across 2 replicas"):
+        strategy.experimental_distribute_dataset(md.Dataset.range(4))
+
+
+def test_next_inside_replica_function_is_rejected():
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    iterator = iter(strategy.experimental_distribute_dataset(md.Dataset.range(8).batch(4)))
+    with pytest.raises(ValueError, match=r"next\(iterator\) should be called from outside of replica_fn"):
+        strategy.run(lambda: next(iterator))
+
+
+def test_distribute_datasets_from_function_gets_the_input_context():
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+
+        def dataset_fn(ctx: ml.InputContext):
+            per_replica = ctx.get_per_replica_batch_size(8)
+            return md.Dataset.range(16).shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(per_replica)
+
+        ds = strategy.distribute_datasets_from_function(dataset_fn)
+        return [[np.asarray(v).tolist() for v in strategy.experimental_local_results(b)] for b in ds]
+
+    result = SimCluster(workers=2, devices_per_worker=2).run(program).values()
+    assert result[0] == [[[0, 2], [4, 6]], [[8, 10], [12, 14]]]
+    assert result[1] == [[[1, 3], [5, 7]], [[9, 11], [13, 15]]]
+    with pytest.raises(ValueError, match=r"The `global_batch_size` 8 is not divisible by `num_replicas_in_sync` 3 $"):
+        ml.InputContext(1, 0, 3).get_per_replica_batch_size(8)
+
+
+def _piece_order(workers: int, devices: int):
+    """Replica (w, r) of a DATA-sharded pipeline receives piece w + r * W of each global batch."""
+    return sorted(((w, r) for w in range(workers) for r in range(devices)), key=lambda wr: wr[0] + wr[1] * workers)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 50), batch=st.integers(1, 12), workers=st.integers(1, 4), devices=st.integers(1, 3),
+       seed=st.integers(0, 100))
+def test_every_example_is_seen_once_in_order_and_means_are_global(n, batch, workers, devices, seed):
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        steps, means = [], []
+        for x in strategy.experimental_distribute_dataset(md.Dataset.range(n).batch(batch)):
+            steps.append([np.asarray(v).tolist() for v in strategy.experimental_local_results(x)])
+            values = strategy.run(lambda v: v.astype(np.float64) * 1.5, args=(x,))
+            means.append(float(strategy.reduce("mean", values, axis=0)))
+        return steps, means
+
+    result = SimCluster(workers=workers, devices_per_worker=devices, seed=seed).run(program).values()
+    counts = {len(steps) for steps, _ in result}
+    assert counts == {-(-n // batch)}  # every worker runs the same number of steps
+    seen, order = [], _piece_order(workers, devices)
+    for step in range(counts.pop()):
+        global_batch = [x for w, r in order for x in result[w][0][step][r]]
+        seen += global_batch
+        for _, means in result:
+            assert means[step] == pytest.approx(np.mean(global_batch) * 1.5)
+    assert seen == list(range(n))
