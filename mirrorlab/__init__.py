@@ -9,7 +9,8 @@ The names follow ``tf.distribute`` so TF users feel at home::
         w = ml.Variable(np.zeros(4, np.float32))
 """
 
-from . import cluster, errors, nest
+from . import cluster, data, errors, nest, train
+from ._version import __version__
 from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, VariableSynchronization
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
 from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
@@ -17,10 +18,9 @@ from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStra
                          SyncOnReadVariable, ValueContext, Variable, get_cross_replica_context,
                          get_replica_context, get_strategy, has_strategy, in_cross_replica_context)
 
-__version__ = "0.1.0"
 
 __all__ = [
-    "cluster", "errors", "nest", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
+    "cluster", "data", "errors", "nest", "train", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
     "VariableSynchronization", "CollectiveCommunication", "CommunicationImplementation", "CommunicationOptions",
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",

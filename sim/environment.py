@@ -51,6 +51,8 @@ class SimWorkerEnv(Environment):
         self.communicators: list[Communicator] = []
         self.runtimes: list[WorkerRuntime] = []
         self._groups = 0
+        self._io_counts: dict[str, int] = {}
+        self._op_seeds = 0
 
     @property
     def task(self) -> tuple[str, int]:
@@ -104,6 +106,18 @@ class SimWorkerEnv(Environment):
             if isinstance(fault, Slow):
                 delay = fault.seconds_per_step if step is not None else fault.seconds_per_collective
                 self.run.scheduler.sleep(delay)
+
+    def io_point(self, what: str) -> None:
+        """A point inside a file write (``checkpoint-commit``) where a Crash(during_save=k) strikes."""
+        count = self._io_counts[what] = self._io_counts.get(what, 0) + 1
+        for fault in self.run.config.faults:
+            if isinstance(fault, Crash) and fault.worker == self.worker and fault.during_save == count:
+                raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} in the middle of save #{count}")
+
+    def next_op_seed(self) -> int:
+        """A seed for an op created without one: fixed by the simulation seed, distinct per worker and op."""
+        self._op_seeds += 1
+        return hash((self.run.config.seed, self.worker, self._op_seeds)) & (2**63 - 1)
 
     def close(self) -> None:
         for runtime in self.runtimes:

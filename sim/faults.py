@@ -18,15 +18,18 @@ class Fault:
 
 @dataclass(frozen=True)
 class Crash(Fault):
-    """Kill ``worker`` just before its ``at_step``-th ``strategy.run`` or its ``at_collective``-th collective."""
+    """Kill ``worker`` just before its ``at_step``-th ``strategy.run``, its ``at_collective``-th collective,
+    or in the middle of its ``during_save``-th checkpoint write (data written, manifest not yet)."""
 
     worker: int
     at_step: int | None = None
     at_collective: int | None = None
+    during_save: int | None = None
 
     def __post_init__(self) -> None:
-        if (self.at_step is None) == (self.at_collective is None):
-            raise ValueError(f"{self!r}: give exactly one of at_step= or at_collective= (both count from 1).")
+        if sum(x is not None for x in (self.at_step, self.at_collective, self.during_save)) != 1:
+            raise ValueError(f"{self!r}: give exactly one of at_step=, at_collective= or during_save= "
+                             "(all count from 1).")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,155 @@
+"""Checkpoints: TF's ON_READ save/restore rules, every worker saving, atomic writes, no pickles."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mirrorlab as ml
+from mirrorlab import errors
+from mirrorlab.aggregation import VariableAggregation as Agg
+from mirrorlab.aggregation import VariableSynchronization as Sync
+from mirrorlab.sim import Crash, SimCluster
+from mirrorlab.train import Checkpoint, CheckpointManager, latest_checkpoint, list_variables, load_variable
+
+
+def make_state(strategy):
+    with strategy.scope():
+        w = ml.Variable(np.arange(4, dtype=np.float32), name="w")
+        total = ml.Variable(0.0, synchronization=Sync.ON_READ, aggregation=Agg.SUM, name="total")
+        mean = ml.Variable(0.0, synchronization=Sync.ON_READ, aggregation=Agg.MEAN, name="mean")
+    return {"w": w, "total": total, "mean": mean}
+
+
+def test_round_trip_of_plain_variables(tmp_path):
+    v = ml.Variable(np.ones((2, 3), np.float32))
+    step = ml.Variable(np.int64(7))
+    ckpt = Checkpoint(model={"dense": {"kernel": v}}, step=step)
+    path = ckpt.save(tmp_path / "ckpt")
+    assert path == str(tmp_path / "ckpt-1") and latest_checkpoint(tmp_path) == path
+    v.assign(np.zeros((2, 3), np.float32))
+    step.assign(np.int64(0))
+    Checkpoint(model={"dense": {"kernel": v}}, step=step).restore(path).assert_consumed()
+    np.testing.assert_array_equal(v.numpy(), np.ones((2, 3)))
+    assert int(step.numpy()) == 7
+    assert dict(list_variables(tmp_path)) == {"model/dense/kernel": [2, 3], "step": []}
+    np.testing.assert_array_equal(load_variable(path, "model/dense/kernel"), np.ones((2, 3)))
+
+
+def test_on_read_sum_saved_as_total_restores_as_total_over_n_on_any_cluster_shape(tmp_path):
+    def save_program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        state = make_state(strategy)
+        rid = lambda: float(ml.get_replica_context().replica_id_in_sync_group + 1)  # noqa: E731
+        strategy.run(lambda: (state["total"].assign(rid()), state["mean"].assign(rid())))
+        return Checkpoint(**state).save(tmp_path / "ckpt")
+
+    paths = SimCluster(workers=2, devices_per_worker=2).run(save_program).values()
+    assert paths == [str(tmp_path / "ckpt-1")] * 2
+    assert load_variable(paths[0], "total") == 10.0  # 1 + 2 + 3 + 4, aggregated while saving
+    assert load_variable(paths[0], "mean") == 2.5
+    assert not any(p.name.startswith("workertemp") for p in tmp_path.iterdir())
+
+    def restore_program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        state = make_state(strategy)
+        Checkpoint(**state).restore(latest_checkpoint(tmp_path)).assert_consumed()
+        return ([float(c) for c in state["total"].values], float(state["total"].numpy()),
+                [float(c) for c in state["mean"].values], state["w"].numpy().tolist())
+
+    for components, total, means, w in SimCluster(workers=1, devices_per_worker=3).run(restore_program).values():
+        assert components == pytest.approx([10 / 3] * 3) and total == pytest.approx(10.0)
+        assert means == [2.5] * 3 and w == [0, 1, 2, 3]
+
+
+def test_only_the_chief_saving_is_reported_as_a_hang(tmp_path):
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        state = make_state(strategy)
+        if strategy.extended.should_checkpoint:
+            Checkpoint(**state).save(tmp_path / "ckpt")
+        return "done"
+
+    result = SimCluster(workers=2).run(program)
+    assert isinstance(result[0], errors.DeadlockError) and result[1] == "done"
+    assert "waits for worker 1 in all_reduce(MEAN)" in str(result[0])
+
+
+def test_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_restorable(tmp_path):
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        state = make_state(strategy)
+        manager = CheckpointManager(Checkpoint(**state), tmp_path, max_to_keep=3)
+        manager.save()
+        state["w"].assign(np.full(4, 9.0, np.float32))
+        manager.save()
+        return "saved twice"
+
+    result = SimCluster(workers=2, faults=[Crash(0, during_save=2)]).run(program)
+    assert isinstance(result[0], errors.SimulatedCrash)
+    assert (tmp_path / "ckpt-2.npz").exists() and not (tmp_path / "ckpt-2.index.json").exists()
+    assert latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-1")
+    with pytest.raises(errors.NotFoundError, match="the save was interrupted"):
+        Checkpoint(w=ml.Variable(np.zeros(4, np.float32))).restore(tmp_path / "ckpt-2")
+    w = ml.Variable(np.zeros(4, np.float32))
+    Checkpoint(w=w).restore(latest_checkpoint(tmp_path)).expect_partial()
+    assert w.numpy().tolist() == [0, 1, 2, 3]
+
+
+def test_manager_keeps_the_newest_and_restores_the_counter(tmp_path):
+    v = ml.Variable(0.0)
+    ckpt = Checkpoint(v=v)
+    manager = CheckpointManager(ckpt, tmp_path, max_to_keep=2)
+    for i in range(4):
+        v.assign(float(i))
+        manager.save()
+    assert manager.checkpoints == [str(tmp_path / "ckpt-3"), str(tmp_path / "ckpt-4")]
+    assert not (tmp_path / "ckpt-1.npz").exists() and not (tmp_path / "ckpt-2.index.json").exists()
+    fresh = Checkpoint(v=ml.Variable(-1.0))
+    assert CheckpointManager(fresh, tmp_path, max_to_keep=2).restore_or_initialize() == str(tmp_path / "ckpt-4")
+    assert fresh.save_counter == 4 and float(fresh._roots["v"].numpy()) == 3.0
+
+
+def test_corrupt_or_mismatched_checkpoints_fail_clearly(tmp_path):
+    v = ml.Variable(np.ones(3, np.float32))
+    path = Checkpoint(v=v).write(tmp_path / "a")
+    data = Path(f"{path}.npz")
+    data.write_bytes(data.read_bytes()[:-5] + b"xxxxx")
+    with pytest.raises(errors.DataLossError, match="SHA-256"):
+        Checkpoint(v=v).read(path)
+    Checkpoint(v=v).write(tmp_path / "b")
+    with pytest.raises(ValueError, match=r"incompatible tensor with shape \(3,\) .* shape \(4,\) and name v"):
+        Checkpoint(v=ml.Variable(np.ones(4, np.float32))).read(tmp_path / "b")
+    with pytest.raises(AssertionError, match="saved values without a variable"):
+        Checkpoint(other=ml.Variable(np.ones(3, np.float32))).read(tmp_path / "b").assert_consumed()
+
+
+def test_object_arrays_are_never_unpickled(tmp_path):
+    v = ml.Variable(np.ones(3, np.float32))
+    path = Checkpoint(v=v).write(tmp_path / "c")
+    manifest = json.loads(Path(f"{path}.index.json").read_text())
+    buffer = io.BytesIO()
+    np.savez(buffer, v0=np.array([{"evil": 1}], dtype=object))
+    raw = buffer.getvalue()
+    Path(f"{path}.npz").write_bytes(raw)
+    import hashlib
+    manifest["sha256"] = hashlib.sha256(raw).hexdigest()
+    Path(f"{path}.index.json").write_text(json.dumps(manifest))
+    with pytest.raises(errors.DataLossError, match="pickle"):
+        Checkpoint(v=v).read(path)
+
+
+def test_write_paths_follow_the_tutorial_helpers(tmp_path):
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            return ml.train.write_filepath(os.path.join(tmp_path, "model", "saved"))
+
+    chief, other = SimCluster(workers=2).run(program).values()
+    assert chief == os.path.join(tmp_path, "model", "saved")
+    assert other == os.path.join(tmp_path, "model", "workertemp_1", "saved")
