@@ -9,7 +9,7 @@ The names follow ``tf.distribute`` so TF users feel at home::
         w = ml.Variable(np.zeros(4, np.float32))
 """
 
-from . import cluster, data, errors, nest, train
+from . import cluster, data, errors, keras, nest, nn, train
 from ._version import __version__
 from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, VariableSynchronization
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
@@ -20,7 +20,7 @@ from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStra
 
 
 __all__ = [
-    "cluster", "data", "errors", "nest", "train", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
+    "cluster", "data", "errors", "keras", "nest", "nn", "train", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
     "VariableSynchronization", "CollectiveCommunication", "CommunicationImplementation", "CommunicationOptions",
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mirrorlab import errors
 from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import Communicator
@@ -115,9 +117,10 @@ class SimWorkerEnv(Environment):
                 raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} in the middle of save #{count}")
 
     def next_op_seed(self) -> int:
-        """A seed for an op created without one: fixed by the simulation seed, distinct per worker and op."""
+        """A seed for an op created without one (a shuffle, an initializer): distinct per worker and op, and
+        independent of the scheduling seed, so a program computes the same under every interleaving."""
         self._op_seeds += 1
-        return hash((self.run.config.seed, self.worker, self._op_seeds)) & (2**63 - 1)
+        return int(np.random.SeedSequence([self.worker, self._op_seeds]).generate_state(1, np.uint64)[0] >> 1)
 
     def close(self) -> None:
         for runtime in self.runtimes:

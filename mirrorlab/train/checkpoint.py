@@ -36,6 +36,7 @@ FORMAT = "mirrorlab-checkpoint"
 FORMAT_VERSION = 1
 MAX_MANIFEST_BYTES = 64 << 20
 STATE_FILE = "checkpoint"
+_TEMP_DIR = re.compile(r"(^|[\\/])workertemp_\d+([\\/]|$)")
 
 
 def _prefix_paths(prefix: str) -> tuple[Path, Path]:
@@ -143,14 +144,16 @@ class Checkpoint:
     # -- saving ----------------------------------------------------------------------------------
 
     def write(self, file_prefix: str | os.PathLike, options: Any = None) -> str:
-        """Save to exactly ``file_prefix`` (no counter). Every worker must call it."""
+        """Save to exactly ``file_prefix`` (no counter). Every worker must call it; a non-chief worker
+        writes to ``write_filepath(file_prefix)`` and deletes it (a path already inside a
+        ``workertemp_<id>`` directory is used as given and left for the caller to remove)."""
         variables = self._variables()
         values = {name: np.asarray(var._save_value()) for name, var in variables.items()}
         strategy = _strategy_of(variables)
         prefix = str(file_prefix)
-        target = write_filepath(prefix, strategy)
-        self._write_files(target, values, variables, strategy)
-        if not is_chief(strategy):
+        redirect = not is_chief(strategy) and not _TEMP_DIR.search(prefix)
+        self._write_files(write_filepath(prefix, strategy) if redirect else prefix, values, variables, strategy)
+        if redirect:
             remove_temp_dirpath(os.path.dirname(prefix), strategy)
         return prefix
 

@@ -1,0 +1,10 @@
+"""``mirrorlab.keras``: a small Keras-like layer (Sequential, Dense, losses, SGD/Adam, metrics, fit,
+BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy."""
+
+
+from . import activations, callbacks, initializers, layers, losses, metrics, optimizers
+from .models import Model, Sequential
+
+
+__all__ = ["Model", "Sequential", "activations", "callbacks", "initializers", "layers", "losses", "metrics",
+           "optimizers"]

@@ -1,0 +1,57 @@
+"""Weight initializers (seeded; on a cluster every worker then starts from the chief's values anyway)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..data.seeding import dataset_seed
+
+__all__ = ["get", "GlorotUniform", "Zeros", "Ones", "RandomNormal"]
+
+
+class Initializer:
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        raise NotImplementedError
+
+
+class GlorotUniform(Initializer):
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        fan_in, fan_out = (shape[0], shape[1]) if len(shape) == 2 else (int(np.prod(shape)), int(np.prod(shape)))
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        rng = np.random.default_rng(dataset_seed(self.seed))
+        return rng.uniform(-limit, limit, shape).astype(dtype)
+
+
+class RandomNormal(Initializer):
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
+        self.mean, self.stddev, self.seed = mean, stddev, seed
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        rng = np.random.default_rng(dataset_seed(self.seed))
+        return rng.normal(self.mean, self.stddev, shape).astype(dtype)
+
+
+class Zeros(Initializer):
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        return np.zeros(shape, dtype)
+
+
+class Ones(Initializer):
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        return np.ones(shape, dtype)
+
+
+_BY_NAME = {"glorot_uniform": GlorotUniform, "zeros": Zeros, "ones": Ones, "random_normal": RandomNormal}
+
+
+def get(identifier: str | Initializer) -> Initializer:
+    if isinstance(identifier, Initializer):
+        return identifier
+    if identifier not in _BY_NAME:
+        raise ValueError(f"Unknown initializer: '{identifier}'. Known: {sorted(_BY_NAME)}.")
+    return _BY_NAME[identifier]()

@@ -1,0 +1,94 @@
+"""Metrics whose state is ON_READ SUM variables: each replica accumulates locally and a cross-replica
+read (``result()``, or a checkpoint save) aggregates over every replica of the cluster, as in TF."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..aggregation import VariableAggregation, VariableSynchronization
+from ..distribute.variables import Variable
+
+__all__ = ["Metric", "Mean", "SparseCategoricalAccuracy", "get"]
+
+
+class Metric:
+    """Base: ``update_state`` in replica context, ``result``/``reset_state`` in cross-replica context."""
+
+    def __init__(self, name: str | None = None, dtype: Any = "float32") -> None:
+        self.name = name or type(self).__name__.lower()
+        self.dtype = np.dtype(dtype)
+        self._variables: dict[str, Variable] = {}
+
+    def add_variable(self, name: str) -> Variable:
+        var = Variable(np.zeros((), self.dtype), name=f"{self.name}/{name}", trainable=False,
+                       synchronization=VariableSynchronization.ON_READ, aggregation=VariableAggregation.SUM)
+        self._variables[name] = var
+        return var
+
+    @property
+    def variables(self) -> list[Variable]:
+        return list(self._variables.values())
+
+    def _checkpoint_children(self) -> dict[str, Any]:
+        return dict(self._variables)
+
+    def reset_state(self) -> None:
+        for var in self._variables.values():
+            var.assign(np.zeros((), self.dtype))
+
+    def update_state(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        raise NotImplementedError
+
+
+class Mean(Metric):
+    """Weighted mean of the values seen (``total / count``)."""
+
+    def __init__(self, name: str = "mean", dtype: Any = "float32") -> None:
+        super().__init__(name, dtype)
+        self.total = self.add_variable("total")
+        self.count = self.add_variable("count")
+
+    def update_state(self, values: Any, sample_weight: Any = None) -> None:
+        values = np.asarray(values, self.dtype)
+        weight = np.ones_like(values) if sample_weight is None else np.broadcast_to(
+            np.asarray(sample_weight, self.dtype), values.shape)
+        self.total.assign_add(np.asarray((values * weight).sum(), self.dtype))
+        self.count.assign_add(np.asarray(weight.sum(), self.dtype))
+
+    def result(self) -> Any:
+        total, count = np.asarray(self.total.value()), np.asarray(self.count.value())
+        return np.asarray(total / count if count else 0.0, self.dtype)
+
+
+class SparseCategoricalAccuracy(Mean):
+    """Fraction of examples whose arg-max prediction equals the integer label."""
+
+    def __init__(self, name: str = "sparse_categorical_accuracy", dtype: Any = "float32") -> None:
+        super().__init__(name, dtype)
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        y_pred = np.asarray(y_pred)
+        labels = np.asarray(y_true)
+        if labels.ndim == y_pred.ndim:
+            labels = labels.reshape(labels.shape[:-1])
+        super().update_state((np.argmax(y_pred, axis=-1) == labels).astype(self.dtype), sample_weight)
+
+
+_BY_NAME = {"accuracy": SparseCategoricalAccuracy, "acc": SparseCategoricalAccuracy,
+            "sparse_categorical_accuracy": SparseCategoricalAccuracy}
+
+
+def get(identifier: str | Metric) -> Metric:
+    """A metric instance; ``"accuracy"`` means sparse categorical accuracy (the only labels supported)."""
+    if isinstance(identifier, Metric):
+        return identifier
+    if identifier not in _BY_NAME:
+        raise ValueError(f"Unknown metric: {identifier!r}. Known: {sorted(_BY_NAME)}.")
+    metric = _BY_NAME[identifier]()
+    metric.name = "accuracy" if identifier in ("accuracy", "acc") else metric.name
+    return metric

@@ -1,0 +1,266 @@
+"""``Sequential`` models with ``compile``/``fit``/``evaluate`` on any mirrorlab strategy.
+
+``fit`` runs one ``strategy.run`` per step. Each replica computes its local loss *sum* and gradients,
+one all-reduce sums them together with the example count, and the update uses the exact global mean,
+so uneven and empty last batches are weighted correctly (Keras averages per-replica means instead).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..aggregation import ReduceOp
+from ..data.dataset import Dataset
+from ..distribute import context
+from ..distribute.input_lib import DistributedDataset
+from ..distribute.variables import Variable
+from . import losses as losses_lib
+from . import metrics as metrics_lib
+from . import optimizers as optimizers_lib
+from .callbacks import Callback, CallbackList, History
+from .layers import Layer
+
+__all__ = ["Model", "Sequential"]
+
+
+class Model:
+    """A stack of layers trained with explicit backward passes; remembers the strategy it was built in."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or type(self).__name__.lower()
+        self.layers: list[Layer] = []
+        self.optimizer: optimizers_lib.Optimizer | None = None
+        self.loss: losses_lib.Loss | None = None
+        self.compiled_metrics: list[metrics_lib.Metric] = []
+        self.stop_training = False
+        self._strategy = context.get_strategy()
+        self._initial_epoch: int | None = None
+        self._loss_tracker: metrics_lib.Mean | None = None
+
+    # -- structure ---------------------------------------------------------------------------------
+
+    @property
+    def distribute_strategy(self) -> Any:
+        return self._strategy
+
+    @property
+    def built(self) -> bool:
+        return bool(self.layers) and all(layer.built for layer in self.layers)
+
+    @property
+    def weights(self) -> list[Variable]:
+        return [w for layer in self.layers for w in layer.weights]
+
+    variables = weights
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        return [w for layer in self.layers for w in layer.trainable_weights]
+
+    trainable_weights = trainable_variables
+
+    def _checkpoint_children(self) -> dict[str, Any]:
+        return {"layers": self.layers}
+
+    def build(self, input_shape: tuple) -> None:
+        """Create every layer's weights for inputs of ``input_shape`` (batch dimension first)."""
+        shape = tuple(input_shape)
+        with self._strategy.scope():
+            for layer in self.layers:
+                if not layer.built:
+                    layer.build(shape)
+                shape = layer.compute_output_shape(shape)
+
+    def get_weights(self) -> list[np.ndarray]:
+        return [w.numpy() for w in self.weights]
+
+    def set_weights(self, weights: list[Any]) -> None:
+        for var, value in zip(self.weights, weights, strict=True):
+            var.assign(value)
+
+    def count_params(self) -> int:
+        return int(sum(np.prod(w.shape) for w in self.weights))
+
+    def summary(self, print_fn: Any = print) -> None:
+        print_fn(f'Model: "{self.name}"')
+        for layer in self.layers:
+            print_fn(f"  {layer.name:<24} {sum(int(np.prod(w.shape)) for w in layer.weights):>10} params")
+        print_fn(f"Total params: {self.count_params()}")
+
+    # -- forward and backward ----------------------------------------------------------------------
+
+    def _forward(self, x: Any, training: bool) -> tuple[Any, list[Any]]:
+        x = np.asarray(x)
+        if not self.built:
+            self.build(x.shape)
+        caches = []
+        for layer in self.layers:
+            x, cache = layer._forward(x, training)
+            caches.append(cache)
+        return x, caches
+
+    def _backward(self, caches: list[Any], dy: Any) -> list[Any]:
+        grads: list[list[Any]] = []
+        for layer, cache in zip(reversed(self.layers), reversed(caches)):
+            dy, layer_grads = layer._backward(cache, dy)
+            grads.append(layer_grads)
+        return [g for layer_grads in reversed(grads) for g in layer_grads]
+
+    def __call__(self, x: Any, training: bool = False) -> Any:
+        return self._forward(x, training)[0]
+
+    def loss_and_gradients(self, x: Any, y: Any, loss: Any = None, global_batch_size: int | None = None) -> tuple:
+        """``(loss, grads)`` of ``compute_average_loss(loss(y, model(x)), global_batch_size)`` for a custom
+        training loop: what ``tf.GradientTape`` gives a TF user; grads follow ``trainable_variables``."""
+        loss_fn = losses_lib.get(loss if loss is not None else self.loss)
+        out, caches = self._forward(x, training=True)
+        per_example = loss_fn.call(y, out)
+        value = losses_lib.compute_average_loss(per_example, global_batch_size=global_batch_size)
+        size = global_batch_size if global_batch_size is not None else \
+            per_example.shape[0] * context.get_strategy().num_replicas_in_sync
+        grads = self._backward(caches, (loss_fn.grad(y, out) * out.dtype.type(1.0 / size)).astype(out.dtype))
+        return value, grads
+
+    # -- training ----------------------------------------------------------------------------------
+
+    def compile(self, optimizer: Any = "sgd", loss: Any = None, metrics: list[Any] | None = None) -> None:
+        """Set the optimizer, loss and metrics (metric state is created in the model's strategy scope)."""
+        if loss is None:
+            raise ValueError("compile needs a loss, e.g. loss='sparse_categorical_crossentropy'.")
+        with self._strategy.scope():
+            self.optimizer = optimizers_lib.get(optimizer)
+            self.loss = losses_lib.get(loss)
+            self._loss_tracker = metrics_lib.Mean("loss")
+            self.compiled_metrics = [metrics_lib.get(m) for m in (metrics or [])]
+
+    def _distributed(self, x: Any, y: Any, batch_size: int | None, shuffle: bool) -> DistributedDataset:
+        if isinstance(x, DistributedDataset):
+            return x
+        if not isinstance(x, Dataset):
+            if y is None:
+                raise ValueError("fit/evaluate with NumPy inputs needs both x and y.")
+            x = Dataset.from_tensor_slices((np.asarray(x), np.asarray(y)))
+            if shuffle:
+                x = x.shuffle(len(x.tensors[0]))
+            x = x.batch(batch_size or 32)
+        return self._strategy.experimental_distribute_dataset(x)
+
+    def _step(self, batch: Any, train: bool) -> None:
+        """One replica's part of a step: local sums, one all-reduce, the update, local metric updates."""
+        x, y = batch[0], batch[1]
+        out, caches = self._forward(x, training=train)
+        per_example = self.loss.call(y, out).astype(np.float32, copy=False)
+        local = [np.asarray(per_example.sum(), np.float32), np.asarray(per_example.shape[0], np.float32)]
+        if train:
+            local.append(self._backward(caches, self.loss.grad(y, out).astype(out.dtype)))
+        reduced = context.get_replica_context().all_reduce(ReduceOp.SUM, local)
+        total, count = float(reduced[0]), max(float(reduced[1]), 1.0)
+        if train:
+            grads = [g * g.dtype.type(1.0 / count) for g in reduced[2]]
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables), skip_gradients_aggregation=True)
+        self._loss_tracker.update_state(total / count)
+        for metric in self.compiled_metrics:
+            metric.update_state(y, out)
+
+    def _results(self) -> dict[str, float]:
+        logs = {"loss": float(self._loss_tracker.result())}
+        logs.update({m.name: float(m.result()) for m in self.compiled_metrics})
+        return logs
+
+    def _reset_metrics(self) -> None:
+        with self._strategy.scope():
+            for metric in [self._loss_tracker, *self.compiled_metrics]:
+                metric.reset_state()
+
+    def _print(self, verbose: Any, text: str) -> None:
+        chief = getattr(self._strategy.extended, "should_checkpoint", True)
+        if verbose and (verbose != "auto" or chief):
+            print(text, flush=True)
+
+    def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1,
+            verbose: Any = "auto", callbacks: list[Callback] | None = None, shuffle: bool = True,
+            initial_epoch: int = 0, steps_per_epoch: int | None = None, validation_data: Any = None) -> History:
+        """Train for ``epochs`` epochs on a dataset (global batches), a distributed dataset or NumPy arrays.
+
+        With ``steps_per_epoch`` one iterator runs across epochs (use ``repeat()`` for endless input);
+        without it every epoch iterates the whole dataset afresh."""
+        if self.optimizer is None:
+            raise RuntimeError("You must call `compile()` before using the model.")
+        data = self._distributed(x, y, batch_size, shuffle)
+        if not self.built:
+            self.build(tuple(data.element_spec[0].shape))
+        with self._strategy.scope():
+            if not self.optimizer.built:
+                self.optimizer.build(self.trainable_variables)
+        history = History()
+        cbs = CallbackList([history, *(callbacks or [])], self,
+                           {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose})
+        self.stop_training = False
+        self._initial_epoch = None
+        cbs.on_train_begin()
+        start = initial_epoch if self._initial_epoch is None else max(initial_epoch, self._initial_epoch)
+        iterator = iter(data) if steps_per_epoch is not None else None
+        for epoch in range(start, epochs):
+            self._reset_metrics()
+            cbs.on_epoch_begin(epoch)
+            steps = 0
+            epoch_iter = iterator if iterator is not None else iter(data)
+            for batch in epoch_iter:
+                cbs.on_train_batch_begin(steps)
+                self._strategy.run(self._step, args=(batch, True))
+                steps += 1
+                cbs.on_train_batch_end(steps - 1)
+                if steps_per_epoch is not None and steps >= steps_per_epoch:
+                    break
+            if steps_per_epoch is not None and steps < steps_per_epoch:
+                self._print(verbose, f"Your input ran out of data after {steps} of {steps_per_epoch} steps in "
+                                     f"epoch {epoch + 1}; training stops. Use dataset.repeat() for endless input.")
+                self.stop_training = True
+            logs = self._results() if steps else {}
+            self._print(verbose, f"Epoch {epoch + 1}/{epochs} - {steps} steps - " +
+                        " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()))
+            cbs.on_epoch_end(epoch, logs)
+            if self.stop_training:
+                break
+        cbs.on_train_end()
+        return history
+
+    def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: Any = "auto",
+                 steps: int | None = None, return_dict: bool = False) -> Any:
+        """Loss (exact global mean over all examples) and metrics over the whole input."""
+        data = self._distributed(x, y, batch_size, shuffle=False)
+        self._reset_metrics()
+        for count, batch in enumerate(data, start=1):
+            self._strategy.run(self._step, args=(batch, False))
+            if steps is not None and count >= steps:
+                break
+        logs = self._results()
+        if return_dict:
+            return logs
+        return logs["loss"] if len(logs) == 1 else list(logs.values())
+
+    def predict(self, x: Any, batch_size: int = 32, verbose: Any = "auto") -> np.ndarray:
+        """Outputs for NumPy inputs, computed locally in batches."""
+        x = np.asarray(x)
+        parts = [self(x[i:i + batch_size]) for i in range(0, len(x), batch_size)]
+        return np.concatenate(parts, axis=0) if parts else np.zeros((0,))
+
+
+class Sequential(Model):
+    """Layers applied in order; built at once when the first layer declares ``input_shape``."""
+
+    def __init__(self, layers: list[Layer] | None = None, name: str | None = None) -> None:
+        super().__init__(name)
+        for layer in layers or []:
+            self.add(layer)
+
+    def add(self, layer: Layer) -> None:
+        if not isinstance(layer, Layer):
+            raise TypeError(f"The added layer must be an instance of class Layer. Received: layer={layer!r}")
+        self.layers.append(layer)
+        first = self.layers[0].input_shape
+        if first is not None:
+            self.build((None, *first))
+

@@ -1,0 +1,155 @@
+"""mirrorlab.keras on simulated clusters: exact global gradients, determinism, BackupAndRestore."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mirrorlab as ml
+from mirrorlab import data as md
+from mirrorlab import errors, keras
+from mirrorlab.sim import Crash, SimCluster
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((52, 6)).astype(np.float32)
+Y = np.argmax(X @ RNG.standard_normal((6, 3)), axis=1)
+
+
+def build_model(optimizer="adam"):
+    model = keras.Sequential([keras.layers.Dense(8, activation="relu", input_shape=(6,),
+                                                 kernel_initializer=keras.initializers.GlorotUniform(seed=1)),
+                              keras.layers.Dense(3, kernel_initializer=keras.initializers.GlorotUniform(seed=2))])
+    opt = keras.optimizers.Adam(0.05) if optimizer == "adam" else keras.optimizers.SGD(0.1, momentum=0.9)
+    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def train_program(epochs=3, batch=16, optimizer="adam", callbacks_fn=None):
+    strategy = ml.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = build_model(optimizer)
+    callbacks = callbacks_fn() if callbacks_fn else None
+    history = model.fit(md.Dataset.from_tensor_slices((X, Y)).batch(batch), epochs=epochs, verbose=0,
+                        callbacks=callbacks)
+    return [w.numpy() for w in model.weights], history.history, history.epoch
+
+
+def test_fit_on_a_cluster_equals_fit_on_one_device_including_uneven_last_batches():
+    # 52 examples in batches of 16: the last global batch (4) leaves some of the 6 replicas empty.
+    single = SimCluster(workers=1).run(train_program).values()[0]
+    for workers, devices in ((2, 3), (3, 1), (1, 4)):
+        for weights, history, _ in SimCluster(workers=workers, devices_per_worker=devices).run(train_program).values():
+            for a, b in zip(weights, single[0]):
+                np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+            np.testing.assert_allclose(history["loss"], single[1]["loss"], rtol=1e-4)
+            assert history["accuracy"] == pytest.approx(single[1]["accuracy"], abs=1e-6)
+    assert single[1]["loss"][-1] < single[1]["loss"][0]
+
+
+def test_training_is_bit_identical_across_scheduler_seeds():
+    runs = [SimCluster(workers=2, devices_per_worker=2, seed=s).run(train_program, 2, 16, "sgd").values()
+            for s in range(4)]
+    reference = [w.tobytes() for w in runs[0][0][0]]
+    for run in runs:
+        for weights, _, _ in run:
+            assert [w.tobytes() for w in weights] == reference
+
+
+def test_backup_and_restore_after_a_worker_crash_matches_an_uninterrupted_run(tmp_path):
+    backup = lambda: [keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))]  # noqa: E731
+    uninterrupted = SimCluster(workers=2).run(train_program, 4, 16, "adam").values()[0]
+    # 4 steps per epoch: step 10 is in epoch 3; epochs 1 and 2 are backed up.
+    crashed = SimCluster(workers=2, faults=[Crash(1, at_step=10)]).run(train_program, 4, 16, "adam", backup)
+    assert isinstance(crashed[1], errors.SimulatedCrash) and isinstance(crashed[0], errors.UnavailableError)
+    assert (tmp_path / "backup" / "chief").is_dir()
+    resumed = SimCluster(workers=2).run(train_program, 4, 16, "adam", backup).values()
+    for weights, _, epochs in resumed:
+        assert epochs == [2, 3]
+        assert [w.tobytes() for w in weights] == [w.tobytes() for w in uninterrupted[0]]
+    assert not (tmp_path / "backup" / "chief").exists()
+
+
+def test_compute_average_loss_matches_tf():
+    assert float(ml.nn.compute_average_loss(np.array([1.0, 2.0, 3.0], np.float32))) == 2.0
+    assert float(ml.nn.compute_average_loss([1.0, 2.0, 3.0], global_batch_size=6)) == 1.0
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    per_replica = strategy.run(lambda: ml.nn.compute_average_loss(np.array([1.0, 2.0, 3.0], np.float32)))
+    assert [float(v) for v in strategy.experimental_local_results(per_replica)] == [1.0, 1.0]
+    with strategy.scope(), pytest.raises(RuntimeError, match="cross replica context"):
+        ml.nn.compute_average_loss([1.0, 2.0])
+    with pytest.raises(ValueError, match="global_batch_size must be positive"):
+        ml.nn.compute_average_loss([1.0], global_batch_size=0)
+
+
+def test_custom_loop_with_loss_and_gradients_matches_fit():
+    def custom():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = build_model("sgd")
+        ds = strategy.experimental_distribute_dataset(md.Dataset.from_tensor_slices((X[:48], Y[:48])).batch(16))
+
+        def step(batch):
+            loss, grads = model.loss_and_gradients(batch[0], batch[1], global_batch_size=16)
+            model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        for batch in ds:
+            strategy.run(step, args=(batch,))
+        return [w.numpy() for w in model.weights]
+
+    custom_weights = SimCluster(workers=2, devices_per_worker=2).run(custom).values()[0]
+    fit_weights = SimCluster(workers=1).run(_fit_on, (X[:48], Y[:48])).values()[0]
+    for a, b in zip(custom_weights, fit_weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def _fit_on(data):
+    strategy = ml.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = build_model("sgd")
+    model.fit(md.Dataset.from_tensor_slices(data).batch(16), epochs=1, verbose=0)
+    return [w.numpy() for w in model.weights]
+
+
+def test_metrics_aggregate_over_every_replica():
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            mean = keras.metrics.Mean()
+        strategy.run(lambda: mean.update_state(float(ml.get_replica_context().replica_id_in_sync_group)))
+        return float(mean.result())
+
+    assert SimCluster(workers=2, devices_per_worker=2).run(program).values() == [1.5, 1.5]
+
+
+def test_optimizers_follow_their_formulas():
+    g = np.array([0.5, -1.0], np.float32)
+    v = ml.Variable(np.array([1.0, 2.0], np.float32))
+    adam = keras.optimizers.Adam(0.1)
+    for _ in range(2):
+        adam.apply_gradients([(g, v)])
+    m = vv = np.zeros(2)
+    ref = np.array([1.0, 2.0])
+    for t in (1, 2):
+        m = m + (g - m) * 0.1
+        vv = vv + (g * g - vv) * 0.001
+        ref = ref - m * (0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)) / (np.sqrt(vv) + 1e-7)
+    np.testing.assert_allclose(v.numpy(), ref, rtol=1e-5)
+    assert int(adam.iterations.numpy()) == 2
+    w = ml.Variable(np.array([1.0], np.float32))
+    sgd = keras.optimizers.SGD(0.1, momentum=0.5)
+    for _ in range(2):
+        sgd.apply_gradients([(np.array([1.0], np.float32), w)])
+    np.testing.assert_allclose(w.numpy(), [1.0 - 0.1 - 0.15], rtol=1e-6)
+
+
+def test_mse_regression_with_numpy_inputs():
+    x = RNG.standard_normal((64, 3)).astype(np.float32)
+    y = x @ np.array([1.0, -2.0, 0.5], np.float32)
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,))])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    history = model.fit(x, y, batch_size=16, epochs=30, verbose=0)
+    assert history.history["loss"][-1] < 1e-3
+    assert model.evaluate(x, y, verbose=0) < 1e-3
+    assert model.predict(x[:5]).shape == (5, 1)
