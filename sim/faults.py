@@ -6,6 +6,7 @@ reproduces it exactly. Message faults act through the network's single routing h
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
@@ -13,10 +14,15 @@ __all__ = ["Fault", "Crash", "Slow", "Delay", "Drop", "Cut", "route_delay"]
 
 
 class Fault:
-    """Base class of every fault."""
+    """Base class of every fault; its repr is the constructor call, without fields left at their default."""
+
+    def __repr__(self) -> str:
+        parts = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                 if f.default is dataclasses.MISSING or getattr(self, f.name) != f.default]
+        return f"{type(self).__name__}({', '.join(parts)})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Crash(Fault):
     """Kill ``worker`` just before its ``at_step``-th ``strategy.run``, its ``at_collective``-th collective,
     or in the middle of its ``during_save``-th checkpoint write (data written, manifest not yet)."""
@@ -32,7 +38,7 @@ class Crash(Fault):
                              "(all count from 1).")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Slow(Fault):
     """Make ``worker`` a straggler: each step and each collective costs it extra virtual seconds."""
 
@@ -41,7 +47,7 @@ class Slow(Fault):
     seconds_per_collective: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Delay(Fault):
     """Delay every message from ``src`` to ``dst`` by ``seconds`` (order between the pair is kept)."""
 
@@ -50,7 +56,7 @@ class Delay(Fault):
     seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Drop(Fault):
     """Drop messages from ``src`` to ``dst``: each with ``probability``, after the first ``after`` pass."""
 
@@ -60,7 +66,7 @@ class Drop(Fault):
     after: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Cut(Fault):
     """A firewall between workers ``a`` and ``b``: nothing gets through in either direction."""
 
