@@ -4,9 +4,10 @@ Each local replica runs on its own persistent thread (so it can pause mid-functi
 replica computes at a time, in an order the runtime chooses (the simulator draws it from its seed):
 results never depend on thread timing, and BLAS never fights eight threads over two cores. Everything
 replicas share (collectives, merge_call, variable updates) happens at a *sync point*: once every
-replica has arrived, the worker's own thread runs the request's handler on all requests at once, in
-replica order, so only the worker thread ever talks to other workers. A replica that returns, raises,
-or enters a different sync point while the others wait is reported instead of hanging.
+replica has arrived, the last one to arrive runs the request's handler on all requests at once, in
+replica order, acting for the worker (one thread at a time ever talks to other workers). A replica
+that returns, raises, or enters a different sync point while the others wait is reported instead of
+hanging.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class InlinePool(ReplicaPool):
 
 
 class ThreadPool(ReplicaPool):
-    """``size`` replica threads coordinated by the thread that calls ``run``.
+    """``size`` replica threads that pass one baton along: the replica that stops (at a sync point or at
+    its end) wakes the next one of the stretch; the last to stop resolves the sync point (runs the
+    handler) and starts the next stretch, or, when all have returned, wakes the thread that called ``run``.
 
     ``spawn(target, name)`` starts a thread bound to the worker's environment; ``on_desync(error)`` is
     told when replicas disagree, so the worker can abort the cross-worker group too; ``order(ids)``
@@ -80,10 +83,12 @@ class ThreadPool(ReplicaPool):
         self.size = size
         self._on_desync = on_desync
         self._order = order
-        self._arrivals: queue.SimpleQueue = queue.SimpleQueue()
+        self._finished: queue.SimpleQueue = queue.SimpleQueue()
         self._inboxes = [queue.SimpleQueue() for _ in range(size)]
         self._requests: list[SyncRequest | None] = [None] * size
         self._outcomes: list[tuple[bool, Any] | None] = [None] * size
+        self._items: dict[int, Any] = {}
+        self._stretch: list[int] = []
         self._closed = False
         for k in range(size):
             spawn(lambda k=k: self._loop(k), f"{name}/replica:{k}")
@@ -96,33 +101,46 @@ class ThreadPool(ReplicaPool):
                 return
             try:
                 self._outcomes[k] = (True, task())
-            except BaseException as exc:  # delivered to the coordinator, re-raised by run()
+            except BaseException as exc:  # delivered to the caller of run(), which re-raises it
                 self._outcomes[k] = (False, exc)
-            self._arrivals.put(k)
+            self._pass_baton()
 
     def sync(self, local_id: int, request: SyncRequest) -> Any:
         self._requests[local_id] = request
-        self._arrivals.put(local_id)
+        self._pass_baton()
         ok, value = self._inboxes[local_id].get()
         if not ok:
             raise _reraise_copy(value)
         return value
 
+    def _start_stretch(self, items: dict[int, Any]) -> None:
+        self._items = items
+        self._stretch = self._order(sorted(items))
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        k = self._stretch.pop(0)
+        self._requests[k] = None
+        self._inboxes[k].put(self._items.pop(k))
+
+    def _pass_baton(self) -> None:
+        """Called by the replica that just stopped; only the baton holder touches the pool's state."""
+        if self._stretch:
+            self._wake_next()
+            return
+        waiting = [k for k in range(self.size) if self._requests[k] is not None]
+        if not waiting:
+            self._finished.put(True)
+            return
+        self._start_stretch(self._resolve(waiting))
+
     def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
         if self._closed:
             raise RuntimeError("this strategy's replica threads were shut down; create a new strategy")
-        items: dict[int, Any] = dict(enumerate(fns))
-        for k in items:
+        for k in range(self.size):
             self._outcomes[k] = None
-        while True:
-            for k in self._order(sorted(items)):
-                self._requests[k] = None
-                self._inboxes[k].put(items[k])
-                self._arrivals.get()  # replica k ran until its next sync point, or to its end
-            waiting = [k for k in range(self.size) if self._requests[k] is not None]
-            if not waiting:
-                break
-            items = self._resolve(waiting)
+        self._start_stretch(dict(enumerate(fns)))
+        self._finished.get()
         return self._results()
 
     def _results(self) -> list[Any]:
