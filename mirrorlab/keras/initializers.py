@@ -8,6 +8,8 @@ import numpy as np
 
 from ..data.seeding import dataset_seed
 
+from .registry import lookup
+
 __all__ = ["get", "GlorotUniform", "Zeros", "Ones", "RandomNormal"]
 
 
@@ -50,8 +52,4 @@ _BY_NAME = {"glorot_uniform": GlorotUniform, "zeros": Zeros, "ones": Ones, "rand
 
 
 def get(identifier: str | Initializer) -> Initializer:
-    if isinstance(identifier, Initializer):
-        return identifier
-    if identifier not in _BY_NAME:
-        raise ValueError(f"Unknown initializer: '{identifier}'. Known: {sorted(_BY_NAME)}.")
-    return _BY_NAME[identifier]()
+    return lookup(identifier, Initializer, _BY_NAME, "initializer")

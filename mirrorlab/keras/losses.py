@@ -8,6 +8,8 @@ import numpy as np
 
 from ..nn import compute_average_loss
 
+from .registry import lookup
+
 __all__ = ["Loss", "MeanSquaredError", "SparseCategoricalCrossentropy", "mean_squared_error",
            "sparse_categorical_crossentropy", "get", "compute_average_loss"]
 
@@ -115,8 +117,4 @@ _BY_NAME = {"mse": MeanSquaredError, "mean_squared_error": MeanSquaredError,
 
 
 def get(identifier: str | Loss) -> Loss:
-    if isinstance(identifier, Loss):
-        return identifier
-    if identifier not in _BY_NAME:
-        raise ValueError(f"Could not interpret loss identifier: {identifier!r}. Known: {sorted(_BY_NAME)}.")
-    return _BY_NAME[identifier]()
+    return lookup(identifier, Loss, _BY_NAME, "loss")

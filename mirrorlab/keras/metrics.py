@@ -10,6 +10,8 @@ import numpy as np
 from ..aggregation import VariableAggregation, VariableSynchronization
 from ..distribute.variables import Variable
 
+from .registry import lookup
+
 __all__ = ["Metric", "Mean", "SparseCategoricalAccuracy", "get"]
 
 
@@ -85,10 +87,7 @@ _BY_NAME = {"accuracy": SparseCategoricalAccuracy, "acc": SparseCategoricalAccur
 
 def get(identifier: str | Metric) -> Metric:
     """A metric instance; ``"accuracy"`` means sparse categorical accuracy (the only labels supported)."""
-    if isinstance(identifier, Metric):
-        return identifier
-    if identifier not in _BY_NAME:
-        raise ValueError(f"Unknown metric: {identifier!r}. Known: {sorted(_BY_NAME)}.")
-    metric = _BY_NAME[identifier]()
-    metric.name = "accuracy" if identifier in ("accuracy", "acc") else metric.name
+    metric = lookup(identifier, Metric, _BY_NAME, "metric")
+    if identifier in ("accuracy", "acc"):
+        metric.name = "accuracy"
     return metric

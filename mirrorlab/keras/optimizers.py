@@ -16,6 +16,8 @@ from ..distribute import context
 from ..distribute.values import DistributedValues
 from ..distribute.variables import Variable
 
+from .registry import lookup
+
 __all__ = ["Optimizer", "SGD", "Adam", "get"]
 
 
@@ -129,8 +131,4 @@ _BY_NAME = {"sgd": SGD, "adam": Adam}
 
 
 def get(identifier: str | Optimizer) -> Optimizer:
-    if isinstance(identifier, Optimizer):
-        return identifier
-    if identifier not in _BY_NAME:
-        raise ValueError(f"Could not interpret optimizer identifier: {identifier!r}. Known: {sorted(_BY_NAME)}.")
-    return _BY_NAME[identifier]()
+    return lookup(identifier, Optimizer, _BY_NAME, "optimizer")

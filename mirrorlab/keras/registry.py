@@ -1,0 +1,14 @@
+"""Resolving Keras-style string identifiers (``"adam"``, ``"mse"``) to instances."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lookup(identifier: Any, base: type, table: dict[str, type], what: str) -> Any:
+    """``identifier`` itself if it is a ``base``; else a new instance of ``table[identifier]``."""
+    if isinstance(identifier, base):
+        return identifier
+    if identifier not in table:
+        raise ValueError(f"Could not interpret {what} identifier: {identifier!r}. Known: {sorted(table)}.")
+    return table[identifier]()
