@@ -1,5 +1,7 @@
-"""The collective event trace: one record per replica per collective instance.
+"""The collective event trace: one record per replica per collective instance, plus notes.
 
+Notes record things worth diagnosing that are not collectives (e.g. ``mirrors_diverged``: an ON_WRITE
+variable with aggregation NONE whose copies differ after a replica update, which TF accepts silently).
 The simulator (virtual clock) and the real backend (wall clock) write the same JSON-lines format, so
 ``mirrorlab diagnose`` reads either. Serialization is canonical (sorted keys, fixed separators): the
 same simulated run gives a byte-identical trace.
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["CollectiveEvent", "Trace", "TRACE_VERSION"]
+__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION"]
 
 TRACE_VERSION = 1
 
@@ -39,17 +41,36 @@ class CollectiveEvent:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
 
 
+@dataclass(frozen=True)
+class TraceNote:
+    """A non-collective finding: ``kind`` plus free-form JSON-able ``details``."""
+
+    note: str
+    worker: int
+    time: float
+    site: str
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
 @dataclass
 class Trace:
     """An append-only list of events plus run metadata (seed, cluster shape)."""
 
     meta: dict = field(default_factory=dict)
     events: list[CollectiveEvent] = field(default_factory=list)
+    notes: list[TraceNote] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, event: CollectiveEvent) -> None:
         with self._lock:
             self.events.append(event)
+
+    def add_note(self, note: TraceNote) -> None:
+        with self._lock:
+            self.notes.append(note)
 
     def __iter__(self) -> Iterator[CollectiveEvent]:
         return iter(self.events)
@@ -61,10 +82,11 @@ class Trace:
         return [e for e in self.events if e.worker == worker]
 
     def to_jsonl(self) -> str:
-        """Canonical text: a header line with the metadata, then one line per event."""
+        """Canonical text: a header line with the metadata, then one line per event, then the notes."""
         head = json.dumps({"mirrorlab_trace": TRACE_VERSION, "meta": self.meta}, sort_keys=True,
                           separators=(",", ":"))
-        return "\n".join([head, *(e.to_json() for e in self.events)]) + "\n"
+        lines = [head, *(e.to_json() for e in self.events), *(n.to_json() for n in self.notes)]
+        return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_jsonl(), encoding="utf-8")
@@ -81,9 +103,13 @@ class Trace:
         trace = cls(meta=dict(head.get("meta", {})))
         for n, line in enumerate(lines[1:], start=2):
             try:
-                trace.events.append(CollectiveEvent(**json.loads(line)))
+                record = json.loads(line)
+                if "note" in record:
+                    trace.notes.append(TraceNote(**record))
+                else:
+                    trace.events.append(CollectiveEvent(**record))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"trace line {n} is not a collective event: {exc}") from exc
+                raise ValueError(f"trace line {n} is neither a collective event nor a note: {exc}") from exc
         return trace
 
     @classmethod

@@ -174,6 +174,8 @@ class SimRun:
         except BaseException as exc:  # the worker's process would die with this error
             outcome.error = exc
             self._peers_notice_death(w)
+            if isinstance(exc, errors.OpError):
+                _add_note(exc, self._cluster_state(w))
             _add_note(exc, f"[mirrorlab.sim] worker {w} failed at virtual time {self.scheduler.now:.3f} s "
                            f"(seed={self.config.seed}). Replay: {self.replay_line}")
         finally:
@@ -197,6 +199,18 @@ class SimRun:
 
         self.scheduler.call_at(self.scheduler.now + self.config.heartbeat_timeout, abort_all)
 
+    def _cluster_state(self, failing: int) -> str:
+        """Where every worker is when ``failing`` raises: its collective and call site, or how it ended."""
+        lines = [f"[mirrorlab.sim] cluster at virtual time {self.scheduler.now:.3f} s:"]
+        for w, (task_type, index) in enumerate(self.tasks):
+            if w == failing:
+                last = self.envs[w].communicators[-1].last_completed if self.envs[w].communicators else None
+                state = f"raised this error{' in ' + last.describe() if last else ''}"
+            else:
+                state = self._worker_state(w)
+            lines.append(f"  worker {w} (/job:{task_type}/replica:0/task:{index}): {state}")
+        return "\n".join(lines)
+
     def _worker_state(self, w: int) -> str:
         env, thread, outcome = self.envs[w], self.threads[w], self.outcomes[w]
         comm = next((c for c in reversed(env.communicators) if c.current is not None), None)
@@ -210,7 +224,7 @@ class SimRun:
             waiting = next((t.waiting_for for t in self.network.groups_of(w) if t.waiting_for is not None), None)
             peer = f" for worker {waiting}" if waiting is not None else ""
             return f"waits{peer} in {comm.current.describe()}"
-        return f"blocked: {thread.blocked_on}"
+        return f"blocked: {thread.blocked_on}" if thread.state == "blocked" else "running (not in a collective)"
 
     def _deadlock_error(self, blocked: list[SimThread]) -> BaseException:
         lines = [f"Deadlock at virtual time {self.scheduler.now:.3f} s: every live worker waits for another "

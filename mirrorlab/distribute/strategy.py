@@ -7,6 +7,8 @@ and variable creation on top of the replica pool and the collective group.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
 import weakref
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from ..collective.group import CollectiveGroup
 from ..communication import Options
 from ..runtime import WorkerRuntime, current_environment
 from ..tensor import array_module, as_tensor, frozen
+from ..trace import TraceNote
 from . import context
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset
@@ -37,8 +40,12 @@ from .variables import (DistributedVariable, MirroredVariable, SyncOnReadVariabl
 __all__ = ["Strategy", "StrategyExtended", "MultiWorkerMirroredStrategy", "MirroredStrategy",
            "default_strategy", "canonical_device"]
 
+log = logging.getLogger("mirrorlab")
+
 CROSS_REPLICA_REQUIRED = "Method requires being in cross-replica context, use get_replica_context().merge_call()"
-GATHER_CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires cross-replica context, use "
+GATHER_log = logging.getLogger("mirrorlab")
+
+CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires cross-replica context, use "
                                  "get_replica_context().all_gather() instead")
 
 
@@ -58,6 +65,7 @@ class StrategyExtended:
         self._is_chief = is_chief
         self._between_graph = between_graph
         self._step = 0
+        self._unsynced: dict[int, tuple[DistributedVariable, str]] = {}
         devices = runtime.devices
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
                                       runtime.before_collective)
@@ -142,6 +150,25 @@ class StrategyExtended:
         request = SyncRequest(f"create_variable({name})", None, user_call_site(),
                               lambda requests: [create()] * len(requests))
         return self._pool.sync(frame.replica._local_id, request)
+
+    def _note_unsynced_update(self, var: DistributedVariable, site: str) -> None:
+        """Remember a replica-local update of an ON_WRITE variable with aggregation NONE (see ``run``)."""
+        self._unsynced.setdefault(id(var), (var, site))
+
+    def _record_unsynced_updates(self) -> None:
+        """After a ``run``: trace each unsynchronized variable's copies (digests) so diagnostics can flag
+        mirrors that differ, on this worker or across workers; TF accepts this silently."""
+        for var, site in self._unsynced.values():
+            digests = [hashlib.sha1(np.ascontiguousarray(c).tobytes()).hexdigest()[:12] for c in var._components]
+            if len(set(digests)) > 1:
+                log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
+                            "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
+            if self._runtime.trace is not None:
+                self._runtime.trace.add_note(TraceNote(
+                    "unsynced_update", self._rank, self._runtime.now(), site,
+                    {"variable": var.name, "step": self._step, "digests": digests,
+                     "replicas": [self._rank * len(digests) + k for k in range(len(digests))]}))
+        self._unsynced.clear()
 
     # -- collectives on local components ------------------------------------------------------------
 
@@ -228,6 +255,8 @@ class Strategy:
 
         with context.enter(self, None):
             results = ext._pool.run([replica_fn(k) for k in range(ext._pool.size)])
+        if ext._unsynced:
+            ext._record_unsynced_updates()
         return regroup(results)
 
     # -- cross-replica reductions ---------------------------------------------------------------

@@ -386,6 +386,7 @@ class MirroredVariable(DistributedVariable):
     def _update_replica(self, local_id: int, kind: str, value: Any) -> None:
         if self._aggregation == VariableAggregation.NONE:
             super()._update_replica(local_id, kind, value)
+            self._strategy.extended._note_unsynced_update(self, user_call_site())
             return
         strategy = self._strategy
         agg = self._aggregation
