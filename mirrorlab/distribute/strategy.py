@@ -43,9 +43,7 @@ __all__ = ["Strategy", "StrategyExtended", "MultiWorkerMirroredStrategy", "Mirro
 log = logging.getLogger("mirrorlab")
 
 CROSS_REPLICA_REQUIRED = "Method requires being in cross-replica context, use get_replica_context().merge_call()"
-GATHER_log = logging.getLogger("mirrorlab")
-
-CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires cross-replica context, use "
+GATHER_CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires cross-replica context, use "
                                  "get_replica_context().all_gather() instead")
 
 

@@ -1,0 +1,999 @@
+"""The conformance cases: tf.distribute behaviour written once against ``api`` (see ``adapters.py``).
+
+Every case is ``fn(api, strategy) -> {label: value}``; a value may be an exception (``attempt``), and the
+runner normalizes each one to JSON. The same case runs in every setup it names:
+
+* ``A``: MirroredStrategy over 2 CPUs in one process (2 replicas);
+* ``B``: MultiWorkerMirroredStrategy without a cluster (1 replica);
+* ``C``: MWMS on 2 workers x 1 CPU (TF: two processes; mirrorlab: ``SimCluster(workers=2)``); every
+  worker runs the case and its result is recorded separately;
+* ``Cchief``: the same with a chief and one worker (only the cases about roles and replica ids).
+
+Cases in C must enter the same collectives in the same order on every worker (TF would hang or abort
+otherwise), so only values differ between workers, via ``worker_index()``.
+
+``compare_messages=False`` marks cases whose TF error text embeds framework reprs (``tf.Tensor(...)``);
+messages from TF graph tracing (``in user code:``) or op kernels (``{{function_node ...}}``) are never
+compared (see ``harness.message_comparable``). ``tf_only_quirk=True`` (or the setups where it applies)
+marks TF bugs or crashes that mirrorlab deliberately does not copy: they are neither recorded nor compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import namedtuple
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Case", "CASES", "SETUPS", "attempt", "recorded_cases", "worker_index"]
+
+SETUPS = ("A", "B", "C", "Cchief")
+ABC = ("A", "B", "C")
+MWMS = ("B", "C")
+OPS = ("SUM", "MEAN")
+FLOATS_AND_INTS = ("float32", "float64", "int32", "int64", "float16")
+
+Result = dict[str, Any]
+CaseFn = Callable[[Any, Any], Result]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One named case: its function, the setups it runs in, and how its errors are compared."""
+
+    name: str
+    fn: CaseFn
+    setups: tuple[str, ...] = ABC
+    compare_messages: bool = True
+    tf_only_quirk: bool | tuple[str, ...] = False
+
+    def quirk_in(self, setup: str) -> bool:
+        """True where the case shows a TF-only quirk (every setup for ``tf_only_quirk=True``)."""
+        return self.tf_only_quirk is True or (isinstance(self.tf_only_quirk, tuple) and setup in self.tf_only_quirk)
+
+
+CASES: dict[str, Case] = {}
+
+
+def case(setups: tuple[str, ...] = ABC, compare_messages: bool = True, tf_only_quirk: bool | tuple[str, ...] = False,
+         name: str | None = None) -> Callable[[CaseFn], CaseFn]:
+    """Register the decorated function as a case (named after it unless ``name`` is given)."""
+    def register(fn: CaseFn) -> CaseFn:
+        """Add ``fn`` to CASES."""
+        CASES[name or fn.__name__] = Case(name or fn.__name__, fn, setups, compare_messages, tf_only_quirk)
+        return fn
+    return register
+
+
+def recorded_cases(setup: str) -> list[str]:
+    """Names of the cases that run on TF in ``setup`` (TF-only quirks are skipped), in table order."""
+    return [name for name, c in CASES.items() if setup in c.setups and not c.quirk_in(setup)]
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+def attempt(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or the exception it raised."""
+    try:
+        return fn()
+    except Exception as error:
+        return error
+
+
+def worker_index() -> int:
+    """This worker's id in the cluster from TF_CONFIG (the chief first); 0 without a cluster."""
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    task = config.get("task")
+    if not task or task["type"] == "chief":
+        return 0
+    return task["index"] + (1 if "chief" in config.get("cluster", {}) else 0)
+
+
+def rid(api: Any) -> int:
+    """The current replica's id as a Python int (TF gives an int32 tensor, mirrorlab an int: compare values)."""
+    return int(api.get_replica_context().replica_id_in_sync_group)
+
+
+def frid(api: Any) -> Any:
+    """The current replica's id as a float32 scalar tensor."""
+    return api.constant(float(rid(api)))
+
+
+def per_replica(s: Any, fn: Callable[[int], Any]) -> Any:
+    """A PerReplica value whose replica ``i`` (global id) holds ``fn(i)``."""
+    return s.experimental_distribute_values_from_function(lambda ctx: fn(ctx.replica_id_in_sync_group))
+
+
+def in_replicas(s: Any, fn: Callable[[], Any]) -> None:
+    """Call ``fn`` in every replica for its side effects (the return value, e.g. an unread variable, is dropped)."""
+    def body() -> None:
+        """Call fn and drop its result."""
+        fn()
+    s.run(body)
+
+
+def grid(fn: Callable[[str, Any], Any], axes: tuple = (None, 0), prefix: str = "") -> Result:
+    """``fn(op, axis)`` for SUM and MEAN and every axis, keyed ``"{prefix}{op}|{axis!r}"``."""
+    return {f"{prefix}{op}|{axis!r}": attempt(lambda op=op, axis=axis: fn(op, axis)) for op in OPS for axis in axes}
+
+
+def reduce_grid(api: Any, s: Any, value: Any, axes: tuple = (None, 0), prefix: str = "") -> Result:
+    """``strategy.reduce(ReduceOp.X, value, axis)`` over SUM/MEAN and ``axes``."""
+    return grid(lambda op, axis: s.reduce(getattr(api.ReduceOp, op), value, axis=axis), axes, prefix)
+
+
+def components(s: Any, v: Any) -> list[Any]:
+    """The values of ``v``'s local components now (the component variables themselves would be read later)."""
+    return [c.numpy() for c in s.experimental_local_results(v)]
+
+
+def on_read(api: Any, s: Any, aggregation: str, initial: Any = 0.0) -> Any:
+    """An ON_READ variable with the named aggregation, created in the strategy's scope."""
+    with s.scope():
+        return api.Variable(initial, synchronization=api.VariableSynchronization.ON_READ,
+                            aggregation=getattr(api.VariableAggregation, aggregation))
+
+
+def on_write(api: Any, s: Any, aggregation: str, initial: Any = 0.0) -> Any:
+    """An ON_WRITE (mirrored) variable with the named aggregation, created in the strategy's scope."""
+    with s.scope():
+        return api.Variable(initial, aggregation=getattr(api.VariableAggregation, aggregation))
+
+
+NT = namedtuple("NT", ["a", "b"])
+
+# -- strategy.run -------------------------------------------------------------------------------------
+
+
+@case()
+def run_constant(api: Any, s: Any) -> Result:
+    """A tensor created in every replica is PerReplica with 2 replicas, a plain tensor with one."""
+    return {"float": s.run(lambda: api.constant(1.0)), "int": s.run(lambda: api.constant(1))}
+
+
+@case(setups=SETUPS)
+def run_replica_id(api: Any, s: Any) -> Result:
+    """Each replica's global id (C: worker i is replica i; C-chief: the chief is replica 0)."""
+    return {"replica_id": s.run(lambda: rid(api))}
+
+
+@case()
+def run_captured_object(api: Any, s: Any) -> Result:
+    """Returning one captured tensor from every replica gives that very object back."""
+    t = api.constant(5.0)
+    result = s.run(lambda: t)
+    return {"result": result, "is_captured_object": result is t}
+
+
+@case()
+def run_structures(api: Any, s: Any) -> Result:
+    """Structures are kept; every differing leaf becomes a PerReplica (plain leaves with one replica)."""
+    c = api.constant(7.0)
+    return {
+        "tuple": s.run(lambda: (frid(api), frid(api) * 2)),
+        "list": s.run(lambda: [frid(api), frid(api) * 2]),
+        "dict": s.run(lambda: {"x": frid(api), "y": frid(api) * 2}),
+        "namedtuple": s.run(lambda: NT(frid(api), frid(api) * 2)),
+        "nested": s.run(lambda: {"a": (frid(api), [frid(api) + 1])}),
+        "mixed_captured_and_int": s.run(lambda: (frid(api), c, 3)),
+    }
+
+
+@case()
+def run_python_values(api: Any, s: Any) -> Result:
+    """Python values come back as they are (per replica when they differ)."""
+    return {
+        "none": s.run(lambda: None), "int": s.run(lambda: 3), "float": s.run(lambda: 2.5),
+        "tuple_none_int": s.run(lambda: (None, 1)), "str": s.run(lambda: "abc"),
+        "empty_tuple": s.run(lambda: ()), "empty_dict": s.run(lambda: {}),
+        "int_per_replica": s.run(lambda: rid(api)),
+    }
+
+
+@case()
+def run_numpy(api: Any, s: Any) -> Result:
+    """NumPy arrays returned by replicas are not converted (float64 stays float64)."""
+    return {"numpy": s.run(lambda: np.array([1.0, 2.0]))}
+
+
+@case()
+def run_arguments(api: Any, s: Any) -> Result:
+    """args/kwargs: each replica gets its component; non-sequence args and non-callables raise."""
+    ids = s.experimental_distribute_values_from_function(lambda ctx: ctx.replica_id_in_sync_group)
+    return {
+        "per_replica_arg": s.run(lambda x: x * 2, args=(ids,)),
+        "plain_tensor_arg": s.run(lambda x: x * 2.0, args=(api.constant(3.0),)),
+        "kwargs": s.run(lambda x=None: x + 1.0, kwargs={"x": api.constant(1.0)}),
+        "args_not_a_sequence": attempt(lambda: s.run(lambda x: x, args=3.0)),
+        "fn_not_callable": attempt(lambda: s.run(3)),
+    }
+
+
+# -- experimental_local_results / experimental_distribute_values_from_function -------------------------
+
+
+@case()
+def local_results(api: Any, s: Any) -> Result:
+    """One entry per local replica; structures are kept per replica; plain values give ``(value,)``."""
+    p = per_replica(s, lambda i: api.constant(float(i)))
+    t = api.constant(2.0)
+    reduced = s.run(lambda: api.get_replica_context().all_reduce(api.ReduceOp.SUM, api.constant(1.0)))
+    return {
+        "per_replica": s.experimental_local_results(p),
+        "tuple": s.experimental_local_results((p, p)),
+        "dict": s.experimental_local_results({"a": p}),
+        "plain_tensor": s.experimental_local_results(t),
+        "python_float": s.experimental_local_results(2.5),
+        "none": s.experimental_local_results(None),
+        "mixed": s.experimental_local_results((p, 1.0, t)),
+        "all_reduce_result": s.experimental_local_results(reduced),
+    }
+
+
+@case()
+def local_results_variables(api: Any, s: Any) -> Result:
+    """Distributed variables: one component per local replica, named ``Variable/replica_k:0`` after the first."""
+    mirrored = on_write(api, s, "NONE", 1.0)
+    sync_on_read = on_read(api, s, "SUM", 1.0)
+    out: Result = {}
+    for label, variable in (("mirrored", mirrored), ("sync_on_read", sync_on_read)):
+        components = s.experimental_local_results(variable)
+        out[label] = {"names": [c.name for c in components], "values": components}
+    return out
+
+
+@case(setups=SETUPS)
+def values_from_function(api: Any, s: Any) -> Result:
+    """Always a PerReplica (even with one replica); values are not converted; the ValueContext's ids."""
+    contexts: list[Any] = []
+
+    def record(ctx: Any) -> int:
+        """Keep the ValueContext and return the replica id."""
+        contexts.append(ctx)
+        return ctx.replica_id_in_sync_group
+
+    ids = s.experimental_distribute_values_from_function(record)
+    return {
+        "replica_id": ids,
+        "numpy": s.experimental_distribute_values_from_function(
+            lambda ctx: np.array([ctx.replica_id_in_sync_group, 1.0])),
+        "python_float": s.experimental_distribute_values_from_function(lambda ctx: 1.5),
+        "tuple": s.experimental_distribute_values_from_function(
+            lambda ctx: (ctx.replica_id_in_sync_group, api.constant(1.0))),
+        "contexts": [{"replica_id_in_sync_group": c.replica_id_in_sync_group,
+                      "num_replicas_in_sync": c.num_replicas_in_sync, "str": str(c)} for c in contexts],
+        "run_with_ids": s.run(lambda x: x * 2, args=(ids,)),
+    }
+
+
+# -- strategy.reduce ----------------------------------------------------------------------------------
+
+
+def reduce_dtype_case(dtype: str) -> CaseFn:
+    """Case ``reduce_dtypes[dtype]``: replica i holds ``[[i+1, 2(i+1)], [3, 4]]``; SUM keeps the dtype, MEAN
+    of integers is float64 (with one replica and axis None the value comes back unchanged)."""
+    def reduce_dtypes(api: Any, s: Any) -> Result:
+        """The case for one dtype."""
+        p = per_replica(s, lambda i: api.constant([[i + 1, 2 * (i + 1)], [3, 4]], dtype))
+        return reduce_grid(api, s, p, axes=(None, 0, -1, (0, 1)))
+    return reduce_dtypes
+
+
+for _dtype in FLOATS_AND_INTS:
+    case(name=f"reduce_dtypes[{_dtype}]")(reduce_dtype_case(_dtype))
+
+
+@case()
+def reduce_axes(api: Any, s: Any) -> Result:
+    """Axis -1/-2/1/(0,1)/1.0 on 2-D values: each replica reduces its part, MEAN divides by all elements."""
+    p = per_replica(s, lambda i: api.constant([[i + 1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    return reduce_grid(api, s, p, axes=(-1, -2, 1, (0, 1), 1.0))
+
+
+def reduce_uneven_case(dtype: str) -> CaseFn:
+    """Case ``reduce_uneven_batches[dtype]``: replica i holds i+1 rows; axis 0 and (0,1) reduce over every
+    row of every replica (MEAN divides by the global row/element count)."""
+    def reduce_uneven_batches(api: Any, s: Any) -> Result:
+        """The case for one dtype."""
+        p = per_replica(s, lambda i: api.constant([[i + 1, r + 1] for r in range(i + 1)], dtype))
+        return reduce_grid(api, s, p, axes=(0, (0, 1)))
+    return reduce_uneven_batches
+
+
+for _dtype in ("float32", "int32"):
+    case(name=f"reduce_uneven_batches[{_dtype}]")(reduce_uneven_case(_dtype))
+
+
+@case(setups=("A",))
+def reduce_shape_mismatch(api: Any, s: Any) -> Result:
+    """axis=None with different per-replica shapes raises InvalidArgumentError; later reduces still work
+    (A only: in C TF's collective blocks the group leader until its peer dies)."""
+    p = per_replica(s, lambda i: api.constant(np.zeros([4 if i == 0 else 2], np.float32)))
+    return {**reduce_grid(api, s, p, axes=(None,)),
+            "reduce_after": s.reduce(api.ReduceOp.SUM, per_replica(s, lambda i: api.constant(1.0)), axis=None)}
+
+
+@case()
+def reduce_empty_batches(api: Any, s: Any) -> Result:
+    """Only one replica has data: SUM and MEAN along axis 0 ignore the empty ones (``[[1.],[]]`` MEAN = 1)."""
+    n = s.num_replicas_in_sync
+    first = per_replica(s, lambda i: api.constant([1.0] if i == 0 else np.zeros([0], np.float32)))
+    last = per_replica(s, lambda i: api.constant([3.0] if i == n - 1 else np.zeros([0], np.float32)))
+    rows = per_replica(s, lambda i: api.constant([[1.0, 2.0]] if i == 0 else np.zeros([0, 2], np.float32)))
+    return {**reduce_grid(api, s, first, axes=(0,), prefix="first|"),
+            **reduce_grid(api, s, last, axes=(0,), prefix="last|"),
+            **reduce_grid(api, s, rows, axes=(0, (0, 1)), prefix="rows|")}
+
+
+@case()
+def reduce_all_empty_batches(api: Any, s: Any) -> Result:
+    """Every replica empty: SUM along axis 0 is 0, MEAN is NaN (0/0)."""
+    vector = per_replica(s, lambda i: api.constant(np.zeros([0], np.float32)))
+    rows = per_replica(s, lambda i: api.constant(np.zeros([0, 3], np.float32)))
+    return {**reduce_grid(api, s, vector, axes=(0,), prefix="vector|"),
+            **reduce_grid(api, s, rows, axes=(0, (0, 1)), prefix="rows|")}
+
+
+@case()
+def reduce_plain_python_and_numpy(api: Any, s: Any) -> Result:
+    """Non-distributed values (worker i passes value*(i+1)): one worker: MEAN returns them, SUM raises with
+    2 replicas unless all-zero NumPy; several workers: all-reduced once per worker."""
+    k = worker_index() + 1
+    values = {"python_float": 3.0 * k, "python_int": 3 * k, "numpy": np.array([1.0, 2.0]) * k,
+              "numpy_zeros": np.zeros(2), "numpy_float32": np.array([1.0, 2.0], np.float32) * k}
+    out: Result = {}
+    for name, value in values.items():
+        out.update(reduce_grid(api, s, value, prefix=f"{name}|"))
+    return out
+
+
+@case(compare_messages=False)  # TF's message embeds the tensor's repr, tf.Tensor(3.0, shape=(), ...)
+def reduce_plain_float_tensor(api: Any, s: Any) -> Result:
+    """A non-distributed float32 scalar tensor (worker i passes 3.0*(i+1))."""
+    return reduce_grid(api, s, api.constant(3.0 * (worker_index() + 1)))
+
+
+@case(compare_messages=False)  # TF's message embeds the tensor's repr
+def reduce_plain_int_tensor(api: Any, s: Any) -> Result:
+    """A non-distributed int32 vector (worker i passes [1, 2]*(i+1)); MEAN across workers becomes float64."""
+    k = worker_index() + 1
+    return reduce_grid(api, s, api.constant([k, 2 * k]))
+
+
+@case(compare_messages=False)  # TF's message embeds the tensor's repr
+def reduce_plain_tensor_zeros(api: Any, s: Any) -> Result:
+    """All-zero tensors are not special-cased (unlike all-zero NumPy arrays): SUM over 2 replicas raises."""
+    return reduce_grid(api, s, api.constant([0.0, 0.0]))
+
+
+@case()
+def reduce_all_reduce_results(api: Any, s: Any) -> Result:
+    """Reducing what ``run(all_reduce)`` returned (PerReplica in A, plain in B/C)."""
+    ctx = api.get_replica_context
+    scalar = s.run(lambda: ctx().all_reduce(api.ReduceOp.SUM, api.constant(1.0)))
+    vector = s.run(lambda: ctx().all_reduce(api.ReduceOp.SUM, api.constant([1.0, 2.0])))
+    return {"scalar": scalar, **reduce_grid(api, s, scalar, axes=(None,), prefix="scalar|"),
+            "vector": vector, **reduce_grid(api, s, vector, axes=(0,), prefix="vector|")}
+
+
+@case()
+def reduce_mirrored_variable_mean(api: Any, s: Any) -> Result:
+    """MEAN of a MirroredVariable is its primary component's value."""
+    v = on_write(api, s, "NONE", 2.0)
+    return {"MEAN": s.reduce(api.ReduceOp.MEAN, v, axis=None)}
+
+
+@case()
+def reduce_sync_on_read_variables(api: Any, s: Any) -> Result:
+    """ON_READ variables with components rid+1 reduce over all replicas whatever their aggregation."""
+    out: Result = {}
+    for aggregation in ("SUM", "MEAN"):
+        v = on_read(api, s, aggregation)
+        in_replicas(s, lambda v=v: v.assign(frid(api) + 1.0))
+        out[f"{aggregation}|components"] = components(s, v)
+        out.update(grid(lambda op, axis, v=v: s.reduce(getattr(api.ReduceOp, op), v, axis=axis), (None,),
+                        prefix=f"{aggregation}|"))
+    return out
+
+
+@case()
+def reduce_op_names(api: Any, s: Any) -> Result:
+    """reduce_op strings are upper-cased ("sum", "Sum"); unknown names raise ValueError; non-ops TypeError."""
+    p = per_replica(s, lambda i: api.constant([i + 1.0, 2.0]))
+    out: Result = {}
+    for op in ("sum", "mean", "Sum", "max", "MAX"):
+        for axis in (None, 0):
+            out[f"{op}|{axis!r}"] = attempt(lambda op=op, axis=axis: s.reduce(op, p, axis=axis))
+    for op in (None, 1):
+        out[f"{op!r}|0"] = attempt(lambda op=op: s.reduce(op, p, axis=0))
+    return out
+
+
+@case()
+def reduce_assertion_errors(api: Any, s: Any) -> Result:
+    """Cases where TF raises a bare AssertionError (empty message): SUM of a MirroredVariable, a non-op
+    reduce_op with axis None."""
+    v = on_write(api, s, "NONE", 2.0)
+    p = per_replica(s, lambda i: api.constant([i + 1.0, 2.0]))
+    return {"mirrored_variable|SUM": attempt(lambda: s.reduce(api.ReduceOp.SUM, v, axis=None)),
+            "op=None": attempt(lambda: s.reduce(None, p, axis=None)),
+            "op=1": attempt(lambda: s.reduce(1, p, axis=None))}
+
+
+@case()
+def reduce_axis_errors(api: Any, s: Any) -> Result:
+    """Out-of-range and string axes, and axis 0 on scalars, raise (TF: trace-time errors, class only)."""
+    p = per_replica(s, lambda i: api.constant([[i + 1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    scalar = per_replica(s, lambda i: api.constant(float(i + 1)))
+    return {**reduce_grid(api, s, p, axes=(5, -3, "a")),
+            **reduce_grid(api, s, scalar, axes=(0,), prefix="scalar|"),
+            **reduce_grid(api, s, 3.0, axes=(0,), prefix="python_scalar|")}
+
+
+@case(tf_only_quirk=True)  # TF: axis=[0, 1] raises TypeError "unhashable type: 'list'"; mirrorlab accepts lists
+def reduce_axis_list(api: Any, s: Any) -> Result:
+    """A list of axes."""
+    p = per_replica(s, lambda i: api.constant([[i + 1.0, 2.0], [3.0, 4.0]]))
+    return reduce_grid(api, s, p, axes=([0, 1],))
+
+
+@case(setups=("A",), compare_messages=False)  # the mixed SUM message embeds the tensor's repr
+def reduce_nests_mirrored(api: Any, s: Any) -> Result:
+    """MirroredStrategy reduces nests leaf by leaf with axis None, keeping the structure."""
+    p1 = per_replica(s, lambda i: api.constant([float(i), 1.0]))
+    p2 = per_replica(s, lambda i: api.constant([10.0 * (i + 1), 2.0, 3.0]))
+    out: Result = {}
+    for label, value in (("tuple", (p1, p2)), ("list", [p1, p2]), ("dict", {"a": p1, "b": p2}),
+                         ("mixed_plain_tensor", (p1, api.constant([5.0, 6.0])))):
+        out.update(reduce_grid(api, s, value, axes=(None,), prefix=f"{label}|"))
+    return out
+
+
+@case(setups=MWMS, tf_only_quirk=True)  # TF's MWMS fails to reduce nests (ValueError); mirrorlab supports them
+def reduce_nests_mwms(api: Any, s: Any) -> Result:
+    """Nests in MWMS reduce with axis None."""
+    p1 = per_replica(s, lambda i: api.constant([float(i), 1.0]))
+    return reduce_grid(api, s, (p1, p1), axes=(None,))
+
+
+@case(compare_messages=False)  # "in user code" messages (TF traces reduce_sum over the packed nest)
+def reduce_nests_axis0(api: Any, s: Any) -> Result:
+    """With an axis TF does not map over a nest: it packs the whole nest into one tensor first."""
+    p1 = per_replica(s, lambda i: api.constant([float(i), 1.0]))
+    p2 = per_replica(s, lambda i: api.constant([10.0 * (i + 1), 2.0, 3.0]))
+    return {"same_shapes|SUM": attempt(lambda: s.reduce(api.ReduceOp.SUM, (p1, p1), axis=0)),
+            "same_shapes|MEAN": attempt(lambda: s.reduce(api.ReduceOp.MEAN, (p1, p1), axis=0)),
+            "different_shapes|SUM": attempt(lambda: s.reduce(api.ReduceOp.SUM, (p1, p2), axis=0)),
+            "dict|SUM": attempt(lambda: s.reduce(api.ReduceOp.SUM, {"a": p1}, axis=0))}
+
+
+# -- ReplicaContext.all_reduce / all_gather ------------------------------------------------------------
+
+
+@case()
+def all_reduce_values(api: Any, s: Any) -> Result:
+    """all_reduce over every replica; int32 MEAN gives float64 (kept int32 with one replica)."""
+    def run(op: Any, make: Callable[[int], Any]) -> Any:
+        """all_reduce ``make(replica id)`` in every replica."""
+        return s.run(lambda: api.get_replica_context().all_reduce(op, make(rid(api))))
+
+    out: Result = {}
+    for op in OPS:
+        reduce_op = getattr(api.ReduceOp, op)
+        out[f"float32|{op}"] = run(reduce_op, lambda i: api.constant(i + 1.0))
+        out[f"float64|{op}"] = run(reduce_op, lambda i: api.constant(i + 1.0, "float64"))
+        out[f"int32|{op}"] = run(reduce_op, lambda i: api.constant([i + 1, 2 * (i + 1)]))
+        out[f"string_op|{op}"] = run(op.lower(), lambda i: api.constant(i + 1.0))
+    return out
+
+
+@case()
+def all_reduce_nests(api: Any, s: Any) -> Result:
+    """Nests are reduced leaf by leaf and keep their structure."""
+    ctx = api.get_replica_context
+    out: Result = {}
+    for op in OPS:
+        out[f"tuple|{op}"] = s.run(lambda op=op: ctx().all_reduce(op, (frid(api), frid(api) + 10.0)))
+        out[f"dict|{op}"] = s.run(lambda op=op: ctx().all_reduce(op, {"a": frid(api), "b": [frid(api) * 3.0]}))
+    return out
+
+
+@case()
+def all_reduce_errors(api: Any, s: Any) -> Result:
+    """Unknown reduce op names raise ValueError."""
+    ctx = api.get_replica_context
+    return {"op=max": attempt(lambda: s.run(lambda: ctx().all_reduce("max", frid(api)))),
+            "op=MAX": attempt(lambda: s.run(lambda: ctx().all_reduce("MAX", frid(api))))}
+
+
+@case()
+def all_reduce_invalid_options(api: Any, s: Any) -> Result:
+    """``options`` that are not CommunicationOptions raise AttributeError (even with one replica)."""
+    ctx = api.get_replica_context
+    return {"options=str": attempt(lambda: s.run(lambda: ctx().all_reduce("SUM", frid(api), options="x")))}
+
+
+@case(tf_only_quirk=True)  # TF: AttributeError (A) / ValueError "destinations must be ..." (B, C) on Python numbers
+def all_reduce_python_scalars(api: Any, s: Any) -> Result:
+    """all_reduce/all_gather of Python numbers."""
+    ctx = api.get_replica_context
+    return {"all_reduce_float": s.run(lambda: ctx().all_reduce("SUM", 2.0)),
+            "all_reduce_int": s.run(lambda: ctx().all_reduce("SUM", 3)),
+            "all_gather_float": s.run(lambda: ctx().all_gather(1.0, axis=0))}
+
+
+@case()
+def all_gather_values(api: Any, s: Any) -> Result:
+    """all_gather concatenates in replica order; uneven sizes along the axis are allowed."""
+    ctx = api.get_replica_context
+
+    def gather(make: Callable[[int], Any], axis: int) -> Any:
+        """all_gather ``make(replica id)`` in every replica."""
+        return s.run(lambda: ctx().all_gather(make(rid(api)), axis=axis))
+
+    return {
+        "axis0_uneven": gather(lambda i: api.constant(np.full([i + 1, 2], float(i), np.float32)), 0),
+        "axis1_uneven": gather(lambda i: api.constant(np.full([2, i + 1], float(i), np.float32)), 1),
+        "axis0_equal": gather(lambda i: api.constant(np.full([1, 2], float(i), np.float32)), 0),
+        "int32": gather(lambda i: api.constant([i]), 0),
+        "tuple": gather(lambda i: (api.constant([float(i)]), api.constant([i])), 0),
+    }
+
+
+@case()
+def all_gather_errors(api: Any, s: Any) -> Result:
+    """Scalars and out-of-range axes raise ValueError (one replica: returned unchanged)."""
+    ctx = api.get_replica_context
+    return {"scalar": attempt(lambda: s.run(lambda: ctx().all_gather(frid(api), axis=0))),
+            "axis_out_of_range": attempt(lambda: s.run(
+                lambda: ctx().all_gather(api.constant(np.zeros([1, 2], np.float32)), axis=2)))}
+
+
+# TF: negative axes fail with 2 replicas ("Requires start <= limit ..."); mirrorlab supports them
+@case(tf_only_quirk=("A", "C"))
+def all_gather_negative_axis(api: Any, s: Any) -> Result:
+    """ReplicaContext.all_gather and strategy.gather along axis -1."""
+    ctx = api.get_replica_context
+    cols = per_replica(s, lambda i: api.constant(np.full([2, i + 1], float(i), np.float32)))
+    return {"all_gather": s.run(
+        lambda: ctx().all_gather(api.constant(np.full([2, rid(api) + 1], 1.0, np.float32)), axis=-1)),
+            "gather": s.gather(cols, axis=-1)}
+
+
+# -- strategy.gather ----------------------------------------------------------------------------------
+
+
+@case()
+def gather_values(api: Any, s: Any) -> Result:
+    """strategy.gather of per-replica values, a MirroredVariable and an all_reduce result."""
+    rows = per_replica(s, lambda i: api.constant(np.full([i + 1, 2], float(i), np.float32)))
+    cols = per_replica(s, lambda i: api.constant(np.full([2, i + 1], float(i), np.float32)))
+    variable = on_write(api, s, "NONE", [1.0, 2.0])
+    reduced = s.run(lambda: api.get_replica_context().all_reduce(api.ReduceOp.SUM, api.constant([1.0, 2.0])))
+    return {"axis0_uneven": s.gather(rows, axis=0), "axis1_uneven": s.gather(cols, axis=1),
+            "mirrored_variable": s.gather(variable, axis=0), "all_reduce_result": s.gather(reduced, axis=0),
+            "scalar_per_replica": attempt(lambda: s.gather(per_replica(s, lambda i: api.constant(float(i))), 0))}
+
+
+@case()
+def gather_plain_tensors(api: Any, s: Any) -> Result:
+    """Plain tensors (worker i passes value*(i+1)): unchanged on one worker, gathered per worker otherwise."""
+    k = worker_index() + 1
+    return {"vector": s.gather(api.constant([1.0 * k, 2.0 * k]), axis=0),
+            "matrix_axis1": s.gather(api.constant([[1.0 * k], [2.0 * k]]), axis=1)}
+
+
+@case()
+def gather_python_list(api: Any, s: Any) -> Result:
+    """A Python list: A returns it unchanged, MWMS converts it to one tensor (and gathers it across workers)."""
+    return {"list": attempt(lambda: s.gather([1.0, 2.0], axis=0))}
+
+
+@case()
+def gather_one_replica_nonempty(api: Any, s: Any) -> Result:
+    """All replicas but one hold zero rows."""
+    n = s.num_replicas_in_sync
+    first = per_replica(s, lambda i: api.constant(np.full([1 if i == 0 else 0, 2], 1.0, np.float32)))
+    last = per_replica(s, lambda i: api.constant(np.full([1 if i == n - 1 else 0, 2], 2.0, np.float32)))
+    return {"first": s.gather(first, axis=0), "last": s.gather(last, axis=0)}
+
+
+@case(tf_only_quirk=("A", "C"))  # TF segfaults when every replica is empty (2 replicas); mirrorlab returns []
+def gather_all_empty(api: Any, s: Any) -> Result:
+    """Every replica holds zero rows."""
+    return {"empty": s.gather(per_replica(s, lambda i: api.constant(np.zeros([0, 2], np.float32))), axis=0)}
+
+
+@case(setups=("A",), tf_only_quirk=True)  # TF's MirroredStrategy silently returns replica 0's values for nests
+def gather_nests_mirrored(api: Any, s: Any) -> Result:
+    """strategy.gather of a tuple and a dict of PerReplica in MirroredStrategy."""
+    p = per_replica(s, lambda i: api.constant(np.full([i + 1, 2], float(i), np.float32)))
+    return {"tuple": s.gather((p, p), axis=0), "dict": s.gather({"a": p}, axis=0)}
+
+
+@case(setups=MWMS, compare_messages=False)  # TF's message embeds the PerReplica repr
+def gather_nests_mwms(api: Any, s: Any) -> Result:
+    """strategy.gather of a tuple and a dict of PerReplica in MWMS."""
+    p = per_replica(s, lambda i: api.constant(np.full([i + 1, 2], float(i), np.float32)))
+    return {"tuple": attempt(lambda: s.gather((p, p), axis=0)), "dict": attempt(lambda: s.gather({"a": p}, axis=0))}
+
+
+# -- merge_call ---------------------------------------------------------------------------------------
+
+
+@case()
+def merge_call_grouping(api: Any, s: Any) -> Result:
+    """merge_fn runs once in cross-replica context on grouped args; each replica gets its part back."""
+    seen: list[Any] = []
+
+    def inspect(strategy: Any, x: Any) -> Any:
+        """Record what merge_fn sees and return x."""
+        seen.append({"x": x, "strategy_is_s": strategy is s, "in_cross_replica": api.in_cross_replica_context(),
+                     "replica_context_is_none": api.get_replica_context() is None})
+        return x
+
+    def merge(merge_fn: Callable[..., Any], make_arg: Callable[[], Any] = lambda: frid(api)) -> Any:
+        """run a merge_call of ``merge_fn`` on ``make_arg()`` in every replica."""
+        return s.run(lambda: api.get_replica_context().merge_call(merge_fn, args=(make_arg(),)))
+
+    c = api.constant(9.0)
+    return {
+        "return_x": merge(inspect),
+        "merge_fn_saw": seen,
+        "captured_tensor": merge(inspect, lambda: c),
+        "return_plain_tensor": merge(lambda st, x: c),
+        "return_int": merge(lambda st, x: 5),
+        "return_tuple": merge(lambda st, x: (x, 1.0)),
+        "return_reduce": merge(lambda st, x: st.reduce("SUM", x, axis=None)),
+        "return_local_results": merge(lambda st, x: st.experimental_local_results(x)),
+        "kwargs": s.run(lambda: api.get_replica_context().merge_call(
+            lambda st, a, b=None: (a, b), args=(1.0,), kwargs={"b": frid(api)})),
+    }
+
+
+@case(setups=("A",))
+def merge_call_count_mismatch(api: Any, s: Any) -> Result:
+    """Replicas calling merge_call a different number of times raise RuntimeError; the strategy stays usable."""
+    ctx = api.get_replica_context
+
+    def twice_vs_once() -> Any:
+        """Replica 0 calls merge_call twice, the others once."""
+        ctx().merge_call(lambda st, x: x, args=(frid(api),))
+        if rid(api) == 0:
+            ctx().merge_call(lambda st, x: x, args=(frid(api),))
+        return frid(api)
+
+    def once_vs_never() -> Any:
+        """Replica 0 calls merge_call once, the others never."""
+        if rid(api) == 0:
+            ctx().merge_call(lambda st, x: x, args=(frid(api),))
+        return frid(api)
+
+    return {"twice_vs_once": attempt(lambda: s.run(twice_vs_once)),
+            "once_vs_never": attempt(lambda: s.run(once_vs_never)),
+            "run_after": s.run(lambda: frid(api) + 1.0),
+            "all_reduce_after": s.run(lambda: ctx().all_reduce("SUM", frid(api) + 1.0))}
+
+
+@case()
+def merge_fn_raises(api: Any, s: Any) -> Result:
+    """An exception in merge_fn propagates from run; the strategy stays usable."""
+    def boom(strategy: Any, x: Any) -> Any:
+        """A merge_fn that raises KeyError."""
+        raise KeyError("boom")
+
+    return {"raises": attempt(lambda: s.run(lambda: api.get_replica_context().merge_call(boom, args=(frid(api),)))),
+            "run_after": s.run(lambda: frid(api) + 1.0)}
+
+
+@case(setups=("A", "C"))
+def replica_fn_raises_in_one_replica(api: Any, s: Any) -> Result:
+    """An exception in one replica's fn propagates from run (on the worker that owns that replica)."""
+    def fn() -> Any:
+        """Raise in replica 1 only."""
+        if rid(api) == 1:
+            raise KeyError("replica 1 failed")
+        return frid(api)
+
+    return {"raises": attempt(lambda: s.run(fn)), "run_after": s.run(lambda: frid(api) + 1.0)}
+
+
+@case()
+def merge_call_default_context(api: Any, s: Any) -> Result:
+    """merge_call on the default replica context (outside any strategy) just calls merge_fn."""
+    return {"result": api.get_replica_context().merge_call(lambda st: 1)}
+
+
+# -- variables ----------------------------------------------------------------------------------------
+
+
+@case()
+def variable_creation_errors(api: Any, s: Any) -> Result:
+    """Invalid synchronization/aggregation combinations raise ValueError at creation."""
+    VS, VA = api.VariableSynchronization, api.VariableAggregation
+
+    def create(initial: Any, **kwargs: Any) -> Any:
+        """Create a variable in the strategy's scope."""
+        with s.scope():
+            return api.Variable(initial, **kwargs)
+
+    return {
+        "mean_int32_on_write": attempt(lambda: create(api.constant(1), aggregation=VA.MEAN)),
+        "mean_int64_on_read": attempt(lambda: create(api.constant(1, "int64"), synchronization=VS.ON_READ,
+                                                     aggregation=VA.MEAN)),
+        "mean_bool": attempt(lambda: create(api.constant(True), aggregation=VA.MEAN)),
+        "mean_float16_ok": attempt(lambda: create(api.constant(1.0, "float16"), aggregation=VA.MEAN)),
+        "sum_int32_ok": attempt(lambda: create(api.constant(1), aggregation=VA.SUM)),
+        "aggregation=5": attempt(lambda: create(1.0, aggregation=5)),
+        "aggregation='sum'": attempt(lambda: create(1.0, aggregation="sum")),
+        "synchronization=9": attempt(lambda: create(1.0, synchronization=9)),
+        "synchronization=NONE": attempt(lambda: create(1.0, synchronization=VS.NONE)),
+        "synchronization=NONE_named": attempt(lambda: create(1.0, synchronization=VS.NONE, name="v_none")),
+    }
+
+
+@case()
+def variable_properties(api: Any, s: Any) -> Result:
+    """Classes, names (not uniquified), trainable defaults (ON_READ: False), aggregation, shape, value."""
+    VS, VA = api.VariableSynchronization, api.VariableAggregation
+    with s.scope():
+        variables = {
+            "auto": api.Variable(1.0),
+            "on_write_sum": api.Variable(1.0, synchronization=VS.ON_WRITE, aggregation=VA.SUM),
+            "on_read_sum": api.Variable(1.0, synchronization=VS.ON_READ, aggregation=VA.SUM),
+            "on_read_trainable": api.Variable(1.0, synchronization=VS.ON_READ, aggregation=VA.MEAN, trainable=True),
+            "named": api.Variable(np.zeros([1, 2], np.float32), name="foo"),
+            "named_again": api.Variable(np.zeros([1, 2], np.float32), name="foo"),
+        }
+    return {label: {"class": type(v).__name__, "name": v.name, "trainable": v.trainable,
+                    "aggregation": v.aggregation.name, "shape": [int(d) for d in v.shape], "value": v,
+                    "is_variable": isinstance(v, api.Variable)} for label, v in variables.items()}
+
+
+@case()
+def variable_synchronization(api: Any, s: Any) -> Result:
+    """A variable's ``synchronization``: AUTO resolves to ON_WRITE."""
+    VS = api.VariableSynchronization
+    with s.scope():
+        variables = {"auto": api.Variable(1.0), "on_write": api.Variable(1.0, synchronization=VS.ON_WRITE),
+                     "on_read": api.Variable(1.0, synchronization=VS.ON_READ)}
+    return {label: v.synchronization.name for label, v in variables.items()}
+
+
+@case()
+def on_read_reads(api: Any, s: Any) -> Result:
+    """ON_READ reads in cross-replica context aggregate the components (ONLY_FIRST_REPLICA: this worker's
+    first; NONE: reads raise but strategy.reduce works); inside run each replica reads its own."""
+    out: Result = {}
+    for aggregation in ("SUM", "MEAN", "ONLY_FIRST_REPLICA", "NONE"):
+        v = on_read(api, s, aggregation)
+        in_replicas(s, lambda v=v: v.assign(frid(api) + 1.0))
+        out[aggregation] = {
+            "components": components(s, v),
+            "read_value": attempt(v.read_value), "numpy": attempt(v.numpy),
+            "in_run": s.run(lambda v=v: v.read_value()),
+            "reduce": grid(lambda op, axis, v=v: s.reduce(op, v, axis=axis), (None,)),
+        }
+    return out
+
+
+@case()
+def on_read_sum_cross_replica_updates(api: Any, s: Any) -> Result:
+    """ON_READ SUM: cross-replica assign splits the value over all replicas; assign_add/assign_sub raise."""
+    v = on_read(api, s, "SUM")
+    return {"assign_returns": v.assign(10.0), "components_after_assign": components(s, v),
+            "read_after_assign": v.read_value(),
+            "assign_add": attempt(lambda: v.assign_add(1.0)), "assign_sub": attempt(lambda: v.assign_sub(1.0)),
+            "components_after_errors": components(s, v)}
+
+
+@case()
+def on_read_cross_replica_updates(api: Any, s: Any) -> Result:
+    """ON_READ MEAN/ONLY_FIRST_REPLICA: cross-replica assign_add adds to every component, assign sets all."""
+    out: Result = {}
+    for aggregation in ("MEAN", "ONLY_FIRST_REPLICA"):
+        v = on_read(api, s, aggregation)
+        in_replicas(s, lambda v=v: v.assign(frid(api) + 1.0))
+        v.assign_add(1.0, read_value=False)
+        out[f"{aggregation}|after_assign_add"] = components(s, v)
+        v.assign(10.0, read_value=False)
+        out[f"{aggregation}|after_assign"] = components(s, v)
+        out[f"{aggregation}|read"] = v.read_value()
+    return out
+
+
+@case()
+def on_read_none_cross_replica_updates(api: Any, s: Any) -> Result:
+    """ON_READ NONE: cross-replica assign/assign_add update every component, then raise reading the result."""
+    v = on_read(api, s, "NONE")
+    return {"assign": attempt(lambda: v.assign(5.0)), "after_assign": components(s, v),
+            "assign_add": attempt(lambda: v.assign_add(1.0)), "after_assign_add": components(s, v)}
+
+
+@case()
+def on_read_none_assign_without_read(api: Any, s: Any) -> Result:
+    """ON_READ NONE: cross-replica ``assign(read_value=False)`` returns None without reading (no error)."""
+    v = on_read(api, s, "NONE")
+    return {"assign": attempt(lambda: v.assign(7.0, read_value=False)), "after_assign": components(s, v)}
+
+
+@case()
+def on_write_replica_updates(api: Any, s: Any) -> Result:
+    """ON_WRITE updates in replica context: SUM/MEAN aggregate over all replicas, ONLY_FIRST_REPLICA takes
+    this worker's first replica, NONE updates only the local component."""
+    out: Result = {}
+    for aggregation in ("NONE", "SUM", "MEAN", "ONLY_FIRST_REPLICA"):
+        added = on_write(api, s, aggregation)
+        in_replicas(s, lambda v=added: v.assign_add(frid(api) + 1.0))
+        assigned = on_write(api, s, aggregation)
+        in_replicas(s, lambda v=assigned: v.assign(frid(api) + 1.0))
+        subtracted = on_write(api, s, aggregation, 3.0)
+        in_replicas(s, lambda v=subtracted: v.assign_sub(api.constant(1.0)))
+        out[aggregation] = {"assign_add": components(s, added), "assign_add|read": added.read_value(),
+                            "assign": components(s, assigned),
+                            "assign_sub": components(s, subtracted)}
+    return out
+
+
+@case()
+def on_write_identical_python_value(api: Any, s: Any) -> Result:
+    """One Python value assigned in every replica is not a PerReplica: SUM over 2 local replicas raises,
+    across workers the workers' values are summed."""
+    out: Result = {}
+    for aggregation in ("SUM", "MEAN"):
+        v = on_write(api, s, aggregation)
+        out[f"{aggregation}|update"] = attempt(lambda v=v: in_replicas(s, lambda: v.assign(2.0)))
+        out[f"{aggregation}|components"] = components(s, v)
+    return out
+
+
+@case()
+def on_write_cross_replica_updates(api: Any, s: Any) -> Result:
+    """Cross-replica updates with a plain value apply to every component; with a PerReplica value each
+    component takes its own replica's value."""
+    p = per_replica(s, lambda i: api.constant(float(i + 1)))
+    out: Result = {}
+    for aggregation in ("NONE", "SUM", "MEAN", "ONLY_FIRST_REPLICA"):
+        v = on_write(api, s, aggregation)
+        v.assign(5.0, read_value=False)
+        v.assign_add(1.0, read_value=False)
+        out[f"{aggregation}|plain"] = components(s, v)
+        v.assign(p, read_value=False)
+        out[f"{aggregation}|per_replica_assign"] = components(s, v)
+        v.assign_add(p, read_value=False)
+        out[f"{aggregation}|per_replica_assign_add"] = components(s, v)
+    return out
+
+
+@case()
+def variable_wrong_shape(api: Any, s: Any) -> Result:
+    """Assigning a value of another shape raises ValueError (assign) or InvalidArgumentError (assign_add)."""
+    mirrored = on_write(api, s, "NONE", [0.0, 0.0])
+    sync_on_read = on_read(api, s, "NONE", [0.0, 0.0])
+    three = [1.0, 2.0, 3.0]
+    return {
+        "assign_list": attempt(lambda: mirrored.assign(three)),
+        "assign_scalar": attempt(lambda: mirrored.assign(7.0)),
+        "assign_add": attempt(lambda: mirrored.assign_add(api.constant(three))),
+        "on_read_none_assign": attempt(lambda: sync_on_read.assign(three)),
+        "on_read_sum_assign_tensor": attempt(lambda: on_read(api, s, "SUM", [0.0, 0.0]).assign(api.constant(three))),
+        "replica_assign_list": attempt(lambda: in_replicas(s, lambda: mirrored.assign(three))),
+        "replica_assign_add": attempt(lambda: in_replicas(s, lambda: mirrored.assign_add(api.constant(three)))),
+        "components_after": components(s, mirrored),
+    }
+
+
+@case()
+def on_read_sum_assign_python_list(api: Any, s: Any) -> Result:
+    """ON_READ SUM divides the value by the replica count before any shape check: a Python list of the
+    wrong shape raises TypeError (a list cannot be divided), not the shape ValueError."""
+    v = on_read(api, s, "SUM", [0.0, 0.0])
+    return {"list": attempt(lambda: v.assign([1.0, 2.0, 3.0]))}
+
+
+# -- contexts -----------------------------------------------------------------------------------------
+
+
+@case()
+def contexts_outside(api: Any, s: Any) -> Result:
+    """Outside any scope: the default replica context (1 replica, id 0), no strategy, not cross-replica."""
+    ctx = api.get_replica_context()
+    return {"replica_context_is_none": ctx is None, "num_replicas_in_sync": ctx.num_replicas_in_sync,
+            "replica_id_in_sync_group": ctx.replica_id_in_sync_group,
+            "in_cross_replica_context": api.in_cross_replica_context(), "has_strategy": api.has_strategy()}
+
+
+@case()
+def contexts_in_scope(api: Any, s: Any) -> Result:
+    """Inside ``scope()``: cross-replica context, no replica context, the strategy is current."""
+    with s.scope():
+        return {"replica_context_is_none": api.get_replica_context() is None,
+                "in_cross_replica_context": api.in_cross_replica_context(),
+                "get_strategy_is_s": api.get_strategy() is s, "has_strategy": api.has_strategy()}
+
+
+@case(setups=SETUPS)
+def contexts_in_run(api: Any, s: Any) -> Result:
+    """Inside ``run``: a replica context with this replica's id, not cross-replica."""
+    def body() -> dict[str, Any]:
+        """What the replica context says inside run."""
+        ctx = api.get_replica_context()
+        return {"num_replicas_in_sync": ctx.num_replicas_in_sync, "replica_id": rid(api),
+                "context_strategy_is_s": ctx.strategy is s, "in_cross_replica_context": api.in_cross_replica_context(),
+                "get_strategy_is_s": api.get_strategy() is s, "has_strategy": api.has_strategy()}
+    return {"in_run": s.run(body)}
+
+
+@case()
+def cross_replica_methods_in_run(api: Any, s: Any) -> Result:
+    """reduce/gather/run/scope inside run raise RuntimeError; experimental_local_results works."""
+    def scope_in_run() -> None:
+        """Enter the strategy's scope inside run."""
+        with s.scope():
+            pass
+
+    return {"reduce": attempt(lambda: s.run(lambda: s.reduce("SUM", api.constant(1.0), axis=None))),
+            "gather": attempt(lambda: s.run(lambda: s.gather(api.constant([1.0]), axis=0))),
+            "run": attempt(lambda: s.run(lambda: s.run(lambda: api.constant(1.0)))),
+            "scope": attempt(lambda: s.run(scope_in_run)),
+            "local_results": s.run(lambda: s.experimental_local_results(api.constant(1.0))[0])}
+
+
+@case(setups=("A", "B"))
+def replica_context_devices(api: Any, s: Any) -> Result:
+    """ReplicaContext.devices: this replica's device."""
+    return {"devices": s.run(lambda: list(api.get_replica_context().devices))}
+
+
+@case(setups=("C", "Cchief"), tf_only_quirk=True)  # TF raises IndexError on every worker but the first
+def replica_context_devices_mwms(api: Any, s: Any) -> Result:
+    """ReplicaContext.devices on a multi-worker cluster."""
+    return {"devices": s.run(lambda: list(api.get_replica_context().devices))}
+
+
+# -- CommunicationOptions and strategy attributes --------------------------------------------------------
+
+
+@case(setups=("A", "B"))
+def communication_options(api: Any, s: Any) -> Result:
+    """CommunicationOptions: its str, string implementations, validation errors, merge."""
+    CO, CI = api.CommunicationOptions, api.CommunicationImplementation
+    default = CO()
+    custom = CO(bytes_per_pack=1024, timeout_seconds=3.5, implementation=CI.NCCL)
+    return {
+        "default": str(default), "custom": str(custom),
+        "fields": [default.bytes_per_pack, default.timeout_seconds, default.implementation.name],
+        "ring": str(CO(implementation="ring")), "nccl": str(CO(implementation="nccl")),
+        "positional": str(CO(10, 2.0)),
+        "bytes_per_pack=1.5": str(CO(bytes_per_pack=1.5)), "timeout_seconds=-1": str(CO(timeout_seconds=-1)),
+        "bytes_per_pack=-1": attempt(lambda: CO(bytes_per_pack=-1)),
+        "bytes_per_pack='x'": attempt(lambda: CO(bytes_per_pack="x")),
+        "implementation='foo'": attempt(lambda: CO(implementation="foo")),
+        "implementation=3": attempt(lambda: CO(implementation=3)),
+        "implementation=None": attempt(lambda: CO(implementation=None)),
+        "implementations": [[str(m), m.value] for m in CI],
+        "merge_default_custom": str(default.merge(custom)), "merge_custom_default": str(custom.merge(default)),
+        "merge_str": attempt(lambda: default.merge("x")),
+        "mwms_options_str": attempt(lambda: api.MultiWorkerMirroredStrategy(communication_options="x")),
+    }
+
+
+@case(setups=SETUPS)
+def strategy_attributes(api: Any, s: Any) -> Result:
+    """Replica count, devices, chief-ness and the resolver's task of each worker."""
+    extended = s.extended
+    resolver = s.cluster_resolver
+    return {
+        "num_replicas_in_sync": s.num_replicas_in_sync,
+        "worker_devices": extended.worker_devices, "parameter_devices": extended.parameter_devices,
+        "should_checkpoint": extended.should_checkpoint, "should_save_summary": extended.should_save_summary,
+        "experimental_should_init": extended.experimental_should_init,
+        "experimental_between_graph": extended.experimental_between_graph,
+        "task": None if resolver is None else [resolver.task_type, resolver.task_id],
+        "worker_index": worker_index(),
+    }

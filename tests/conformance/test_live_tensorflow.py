@@ -1,0 +1,46 @@
+"""The A and B cases run live on TensorFlow 2.21 and on mirrorlab, compared directly (no golden files).
+
+Skipped unless ``import tensorflow`` works. TF gets 2 logical CPUs when this module's fixture first runs,
+so no other TF code may have initialized the TF runtime in this process before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .adapters import MirrorlabApi, TfApi
+from .cases import CASES, recorded_cases
+from .harness import load_golden, worker_differences
+from .known_differences import case_params
+
+pytest.importorskip("tensorflow")
+
+pytestmark = pytest.mark.tensorflow
+
+LOCAL_SETUPS = ("A", "B")
+
+
+@pytest.fixture(scope="module")
+def tf_api() -> TfApi:
+    """TensorFlow with 2 logical CPUs; its strategies are shared by every case, as when recording."""
+    return TfApi(logical_cpus=2)
+
+
+@pytest.mark.parametrize(("setup", "name"), case_params(LOCAL_SETUPS))
+def test_mirrorlab_matches_live_tensorflow(tf_api: TfApi, setup: str, name: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """mirrorlab's result of the case equals the one TF computes now."""
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    expected = tf_api.run_setup(CASES[name], setup)
+    problems = worker_differences(expected, MirrorlabApi().run_setup(CASES[name], setup), CASES[name])
+    assert not problems, f"{setup} {name} differs from live TF {tf_api.version}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("setup", LOCAL_SETUPS)
+def test_golden_files_match_live_tensorflow(tf_api: TfApi, setup: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorded golden results are what TF returns now (else re-record them)."""
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    golden = load_golden(setup)
+    problems = [f"{name}: {problem}" for name in recorded_cases(setup)
+                for problem in worker_differences(golden[name], tf_api.run_setup(CASES[name], setup), CASES[name])]
+    assert not problems, f"golden/{setup}.json is stale, run record_golden.py:\n" + "\n".join(problems)
