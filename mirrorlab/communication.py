@@ -39,6 +39,9 @@ class Options:
         merged = Options(self.bytes_per_pack, self.timeout_seconds, self.implementation)
         if options is None:
             return merged
+        if not isinstance(options, Options):
+            raise AttributeError(f"'{type(options).__name__}' object has no attribute 'bytes_per_pack'\nFix: options "
+                                 "must be a CommunicationOptions, e.g. CommunicationOptions(timeout_seconds=30).")
         if options.bytes_per_pack != 0:
             merged.bytes_per_pack = options.bytes_per_pack
         if options.timeout_seconds is not None:

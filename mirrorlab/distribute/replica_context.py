@@ -52,6 +52,7 @@ class ReplicaContext:
     def all_reduce(self, reduce_op: ReduceOp | str, value: Any, options: Options | None = None) -> Any:
         """Reduce ``value`` (a nest of arrays) over all replicas of all workers; every replica gets the result."""
         op = ReduceOp.coerce(reduce_op)
+        self._strategy.extended._options.merge(options)  # validates options, as TF does even for one replica
         leaves = [as_tensor(x) for x in nest.flatten(value)]
         if self.num_replicas_in_sync == 1:  # TF: a one-replica all-reduce is the identity (dtype kept)
             return nest.pack_sequence_as(value, leaves)

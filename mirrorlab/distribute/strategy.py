@@ -126,6 +126,8 @@ class StrategyExtended:
                          aggregation: Any = VariableAggregation.NONE, shape: Any = None) -> DistributedVariable:
         sync, agg, trainable = validate_synchronization_aggregation_trainable(
             synchronization, aggregation, trainable, name)
+        if sync == VariableSynchronization.AUTO:
+            sync = VariableSynchronization.ON_WRITE
         if sync == VariableSynchronization.NONE:
             raise ValueError("`NONE` variable synchronization mode is not supported with tf.distribute strategy. "
                              f"Please change the `synchronization` for variable: {name}")
@@ -330,7 +332,7 @@ class Strategy:
             comps = ext._components(leaf)
             axes = _normalize_axis(axis, comps[0])
             xp = array_module(comps[0])
-            numers.append([frozen(xp.sum(c, axis=axes)) for c in comps])
+            numers.append([frozen(xp.sum(c, axis=axes, dtype=c.dtype)) for c in comps])
             denoms.append([np.asarray(int(np.prod([c.shape[a] for a in axes])), dtype=np.int64) for c in comps])
         total = self._reduce_leaves(ReduceOp.SUM, [self._pack_local(n) for n in numers], site)
         if op == ReduceOp.SUM:

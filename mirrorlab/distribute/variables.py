@@ -233,23 +233,20 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
         result = current + value if kind == "assign_add" else current - value
         return frozen(result.astype(self._dtype, copy=False))
 
-    def _update(self, kind: str, value: Any) -> Any:
+    def _update(self, kind: str, value: Any, read_value: bool) -> Any:
         """Apply the update; returns what ``assign`` returns (the variable, whose reads see the new value)."""
         self._value = self._new_value(self._value, kind, value)
-        return self
+        return self if read_value else None
 
     def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
         """Set the value (see the class docs of distributed variables for their rules); None if not read_value."""
-        result = self._update("assign", value)
-        return result if read_value else None
+        return self._update("assign", value, read_value)
 
     def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
-        result = self._update("assign_add", delta)
-        return result if read_value else None
+        return self._update("assign_add", delta, read_value)
 
     def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
-        result = self._update("assign_sub", delta)
-        return result if read_value else None
+        return self._update("assign_sub", delta, read_value)
 
     # -- checkpoint hooks -------------------------------------------------------------------------
 
@@ -259,7 +256,7 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
 
     def _restore_value(self, value: Any) -> None:
         """Load a value read from a checkpoint."""
-        self._update("assign", value)
+        self._update("assign", value, read_value=False)
 
     def __repr__(self) -> str:
         return _var_repr(self._name, self._shape, self._dtype, self._read())
@@ -350,13 +347,13 @@ class DistributedVariable(Variable):
         components[local_id] = self._new_value(components[local_id], kind, value)
         self._components = components
 
-    def _update(self, kind: str, value: Any) -> Any:
+    def _update(self, kind: str, value: Any, read_value: bool) -> Any:
         local_id = self._replica_id()
         if local_id is None:
             self._update_cross_replica(kind, value)
-            return self._cross_replica_result()
+            return self._cross_replica_result() if read_value else None
         self._update_replica(local_id, kind, value)
-        return self
+        return self if read_value else None
 
     def _cross_replica_result(self) -> Any:
         return self
