@@ -15,8 +15,7 @@ from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, V
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
 from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
                          MultiWorkerMirroredStrategy, PerReplica, ReplicaContext, Strategy, StrategyExtended,
-                         SyncOnReadVariable, ValueContext, Variable, get_cross_replica_context,
-                         get_replica_context, get_strategy, has_strategy, in_cross_replica_context)
+                         SyncOnReadVariable, ValueContext, Variable, get_replica_context, get_strategy, has_strategy, in_cross_replica_context)
 
 
 __all__ = [
@@ -24,6 +23,6 @@ __all__ = [
     "VariableSynchronization", "CollectiveCommunication", "CommunicationImplementation", "CommunicationOptions",
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",
-    "SyncOnReadVariable", "ValueContext", "Variable", "get_cross_replica_context", "get_replica_context",
+    "SyncOnReadVariable", "ValueContext", "Variable", "get_replica_context",
     "get_strategy", "has_strategy", "in_cross_replica_context", "__version__",
 ]

@@ -1,15 +1,29 @@
 """The strategy layer: contexts, per-replica values, variables, replica execution and the strategies."""
 
-from .context import (get_cross_replica_context, get_replica_context, get_strategy, has_strategy,
-                      in_cross_replica_context)
+from types import SimpleNamespace
+
+from ..aggregation import ReduceOp
+from ..cluster import ClusterResolver, SimpleClusterResolver, TFConfigClusterResolver
+from ..communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
+from .context import get_replica_context, get_strategy, has_strategy, in_cross_replica_context
 from .input_context import InputContext, ValueContext
+from .input_lib import DistributedDataset, DistributedIterator, InputOptions, InputReplicationMode
 from .replica_context import ReplicaContext
 from .strategy import MirroredStrategy, MultiWorkerMirroredStrategy, Strategy, StrategyExtended
 from .values import DistributedValues, Mirrored, PerReplica
 from .variables import DistributedVariable, MirroredVariable, SyncOnReadVariable, Variable
 
+experimental = SimpleNamespace(CommunicationOptions=CommunicationOptions,
+                               CommunicationImplementation=CommunicationImplementation,
+                               CollectiveCommunication=CollectiveCommunication,
+                               MultiWorkerMirroredStrategy=MultiWorkerMirroredStrategy, ValueContext=ValueContext)
+cluster_resolver = SimpleNamespace(ClusterResolver=ClusterResolver, SimpleClusterResolver=SimpleClusterResolver,
+                                   TFConfigClusterResolver=TFConfigClusterResolver)
+
 __all__ = [
-    "get_cross_replica_context", "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
+    "ReduceOp", "experimental", "cluster_resolver", "InputOptions", "InputReplicationMode", "DistributedDataset",
+    "DistributedIterator",
+    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
     "InputContext", "ValueContext", "ReplicaContext", "MirroredStrategy", "MultiWorkerMirroredStrategy",
     "Strategy", "StrategyExtended", "DistributedValues", "Mirrored", "PerReplica", "DistributedVariable",
     "MirroredVariable", "SyncOnReadVariable", "Variable",

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from .replica_context import ReplicaContext
     from .strategy import Strategy
 
-__all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context",
-           "get_cross_replica_context", "enter", "current_frame"]
+__all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "enter",
+           "current_frame"]
 
 _tls = threading.local()
 
@@ -78,11 +78,3 @@ def in_cross_replica_context() -> bool:
     """True inside ``strategy.scope()`` (or a ``merge_call`` function) but outside ``run``."""
     frame = current_frame()
     return frame is not None and frame.replica is None and not frame.strategy._is_default
-
-
-def get_cross_replica_context() -> Any:
-    """The current strategy in cross-replica context, else None (as ``tf.distribute``)."""
-    frame = current_frame()
-    if frame is None:
-        return get_strategy()
-    return frame.strategy if frame.replica is None else None

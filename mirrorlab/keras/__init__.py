@@ -2,9 +2,9 @@
 BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy."""
 
 
-from . import activations, callbacks, initializers, layers, losses, metrics, optimizers
+from . import activations, callbacks, datasets, initializers, layers, losses, metrics, optimizers
 from .models import Model, Sequential
 
 
-__all__ = ["Model", "Sequential", "activations", "callbacks", "initializers", "layers", "losses", "metrics",
+__all__ = ["Model", "Sequential", "activations", "callbacks", "datasets", "initializers", "layers", "losses", "metrics",
            "optimizers"]

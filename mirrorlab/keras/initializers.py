@@ -23,7 +23,8 @@ class GlorotUniform(Initializer):
         self.seed = seed
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-        fan_in, fan_out = (shape[0], shape[1]) if len(shape) == 2 else (int(np.prod(shape)), int(np.prod(shape)))
+        receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+        fan_in, fan_out = (shape[-2] * receptive, shape[-1] * receptive) if len(shape) >= 2 else (shape[0], shape[0])
         limit = np.sqrt(6.0 / (fan_in + fan_out))
         rng = np.random.default_rng(dataset_seed(self.seed))
         return rng.uniform(-limit, limit, shape).astype(dtype)

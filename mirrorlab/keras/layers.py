@@ -14,7 +14,7 @@ import numpy as np
 from ..distribute.variables import Variable
 from . import activations, initializers
 
-__all__ = ["Layer", "Dense", "Flatten", "InputLayer"]
+__all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "InputLayer"]
 
 
 class Layer:
@@ -131,3 +131,98 @@ class Flatten(Layer):
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
         return dy.reshape(cache), []
+
+
+class Reshape(Layer):
+    """Reshape everything but the batch dimension to ``target_shape`` (one entry may be -1)."""
+
+    def __init__(self, target_shape: tuple, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target_shape = tuple(int(d) for d in target_shape)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        known = int(np.prod([d for d in self.target_shape if d != -1]))
+        size = int(np.prod(input_shape[1:]))
+        return (input_shape[0], *(size // known if d == -1 else d for d in self.target_shape))
+
+    def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
+        return x.reshape((x.shape[0], *self.target_shape)), x.shape
+
+    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+        return dy.reshape(cache), []
+
+
+def _pair(value: int | tuple) -> tuple[int, int]:
+    return (int(value), int(value)) if np.isscalar(value) else (int(value[0]), int(value[1]))
+
+
+class Conv2D(Layer):
+    """2-D convolution over NHWC inputs ("valid" or "same" padding, any strides), via im2col."""
+
+    def __init__(self, filters: int, kernel_size: int | tuple, strides: int | tuple = (1, 1), padding: str = "valid",
+                 activation: Any = None, use_bias: bool = True, kernel_initializer: Any = "glorot_uniform",
+                 bias_initializer: Any = "zeros", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if padding not in ("valid", "same"):
+            raise ValueError(f"Invalid value for argument `padding`. Expected 'valid' or 'same'. Received: {padding!r}")
+        self.filters = int(filters)
+        self.kernel_size = _pair(kernel_size)
+        self.strides = _pair(strides)
+        self.padding = padding
+        self.activation = activations.get(activation)
+        self.use_bias = use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer
+
+    def build(self, input_shape: tuple) -> None:
+        if len(input_shape) != 4:
+            raise ValueError(f"Input 0 of layer {self.name!r} is incompatible: expected ndim=4 (batch, height, width, "
+                             f"channels), found ndim={len(input_shape)}. Full shape received: {input_shape}")
+        kh, kw = self.kernel_size
+        self.kernel = self.add_weight("kernel", (kh, kw, int(input_shape[-1]), self.filters), self.kernel_initializer)
+        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) if self.use_bias else None
+        self.built = True
+
+    def _geometry(self, height: int, width: int) -> tuple[int, int, int, int, int, int]:
+        """Output size and padding (top, bottom, left, right) like TF."""
+        (kh, kw), (sh, sw) = self.kernel_size, self.strides
+        if self.padding == "valid":
+            return (height - kh) // sh + 1, (width - kw) // sw + 1, 0, 0, 0, 0
+        oh, ow = -(-height // sh), -(-width // sw)
+        ph, pw = max((oh - 1) * sh + kh - height, 0), max((ow - 1) * sw + kw - width, 0)
+        return oh, ow, ph // 2, ph - ph // 2, pw // 2, pw - pw // 2
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        oh, ow = self._geometry(input_shape[1], input_shape[2])[:2]
+        return (input_shape[0], oh, ow, self.filters)
+
+    def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
+        n, h, w, c = x.shape
+        oh, ow, top, bottom, left, right = self._geometry(h, w)
+        (kh, kw), (sh, sw) = self.kernel_size, self.strides
+        padded = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0))) if top + bottom + left + right else x
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+        cols = windows[:, :oh, :ow].transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, kh * kw * c)
+        z = (cols @ self.kernel.value().reshape(kh * kw * c, self.filters)).reshape(n, oh, ow, self.filters)
+        if self.bias is not None:
+            z = z + self.bias.value()
+        a = self.activation.forward(z)
+        return a, (x.shape, padded.shape, cols, z, a)
+
+    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+        x_shape, padded_shape, cols, z, a = cache
+        n, oh, ow, _ = z.shape
+        (kh, kw), (sh, sw) = self.kernel_size, self.strides
+        c = x_shape[-1]
+        dz = self.activation.backward(z, a, dy).reshape(n * oh * ow, self.filters)
+        kernel = self.kernel.value().reshape(kh * kw * c, self.filters)
+        grads = [(cols.T @ dz).reshape(self.kernel.shape).astype(self.dtype, copy=False)]
+        if self.bias is not None:
+            grads.append(dz.sum(axis=0).astype(self.dtype, copy=False))
+        dcols = (dz @ kernel.T).reshape(n, oh, ow, kh, kw, c)
+        dpadded = np.zeros(padded_shape, dtype=dz.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                dpadded[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :] += dcols[:, :, :, i, j, :]
+        _, _, top, _, left, _ = self._geometry(x_shape[1], x_shape[2])
+        return dpadded[:, top:top + x_shape[1], left:left + x_shape[2], :], grads
