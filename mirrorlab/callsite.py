@@ -25,13 +25,18 @@ def _internal_prefixes() -> tuple[str, ...]:
     return tuple(d + os.sep for d in dirs) + tuple(files)
 
 
+_is_internal: dict[str, bool] = {}
+
+
 def user_call_site(default: str = "<unknown>") -> str:
     """The innermost stack frame outside mirrorlab's own packages."""
-    internal = _internal_prefixes()
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(internal) and not filename.startswith("<frozen"):
+        internal = _is_internal.get(filename)
+        if internal is None:
+            internal = _is_internal[filename] = filename.startswith(_internal_prefixes() + ("<frozen",))
+        if not internal:
             return f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
         frame = frame.f_back
     return default

@@ -13,7 +13,7 @@ __all__ = ["is_nested", "flatten", "pack_sequence_as", "map_structure", "assert_
 
 def is_nested(value: Any) -> bool:
     """True for the containers tf.nest descends into."""
-    return isinstance(value, (tuple, list, Mapping))
+    return isinstance(value, (tuple, list, dict)) or isinstance(value, Mapping)
 
 
 def _is_namedtuple(value: Any) -> bool:
@@ -37,6 +37,8 @@ def flatten(structure: Any) -> list:
     """All leaves of ``structure`` in tf.nest order."""
     if not is_nested(structure):
         return [structure]
+    if isinstance(structure, (tuple, list)) and not any(map(is_nested, structure)):
+        return list(structure)  # the common flat case, without the walk
     out: list = []
     stack = [structure]
     # Iterative depth-first walk keeps deep nests off the recursion limit.

@@ -44,5 +44,6 @@ def select_replica(local_id: int, structure: Any) -> Any:
         return structure._get_replica(local_id)
     if not nest.is_nested(structure):
         return structure
-    return nest.map_structure(
-        lambda v: v._get_replica(local_id) if isinstance(v, DistributedValues) else v, structure)
+    leaves = nest.flatten(structure)
+    picked = [v._get_replica(local_id) if isinstance(v, DistributedValues) else v for v in leaves]
+    return nest.pack_sequence_as(structure, picked)

@@ -103,6 +103,9 @@ class ReplicaContext:
 def _same_structures(requests: list[SyncRequest]) -> list[Any]:
     """The value structure of each replica's request; they must all match."""
     structures = [r.payload[0] for r in requests]
+    if _flat_signature(structures[0]) is not None and all(
+            _flat_signature(s) == _flat_signature(structures[0]) for s in structures[1:]):
+        return structures
     for k, s in enumerate(structures[1:], start=1):
         try:
             nest.assert_same_structure(structures[0], s)
@@ -111,3 +114,12 @@ def _same_structures(requests: list[SyncRequest]) -> list[Any]:
                 f"Replicas passed differently structured values to {requests[0].kind}: replica 0 at "
                 f"{requests[0].site} vs replica {k} at {requests[k].site}: {exc}\n{FIX_DESYNC}") from None
     return structures
+
+
+def _flat_signature(structure: Any) -> tuple | None:
+    """(container type, length) of a flat tuple/list or a leaf; None for deeper nests (checked in full)."""
+    if not nest.is_nested(structure):
+        return (None, 0)
+    if isinstance(structure, (tuple, list)) and not any(map(nest.is_nested, structure)):
+        return (type(structure), len(structure))
+    return None
