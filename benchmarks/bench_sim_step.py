@@ -151,7 +151,7 @@ def main() -> None:
     print(f"  ratio simulated / 8 slices        : {sim / split:8.2f}x   (mirrorlab's own overhead)")
     if not args.skip_allreduce:
         print("1024 replicas all-reducing 1M float32 each (target < 2 s); runs: cold, warm, warm:")
-        for workers, devices in ((1, 1024), (16, 64), (128, 8)):
+        for workers, devices in ((1, 1024), (16, 64), (128, 8), (1024, 1)):
             times = allreduce_1m(workers, devices)
             print(f"  SimCluster({workers}, {devices}): " + ", ".join(f"{t:.3f} s" for t in times))
 

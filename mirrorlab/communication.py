@@ -8,7 +8,8 @@ __all__ = ["CommunicationImplementation", "CollectiveCommunication", "Communicat
 
 
 class CommunicationImplementation(enum.Enum):
-    """AUTO and RING use mirrorlab's ring algorithms; NCCL uses NCCL for GPU all-reduce where available."""
+    """RING: ring all-reduce at every cluster size. AUTO: the ring up to 8 workers, recursive
+    halving/doubling beyond (fewer rounds). NCCL: NCCL for GPU all-reduce where available, else AUTO."""
 
     AUTO = "AUTO"
     RING = "RING"

@@ -93,6 +93,7 @@ class RunResult(list):
         self.seed = run.config.seed
         self.virtual_time = run.scheduler.now
         self.deadlocks = run.scheduler.deadlocks
+        self.messages = run.network.messages
         self.replay = run.replay_line
 
     @property

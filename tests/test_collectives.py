@@ -120,3 +120,39 @@ def test_results_are_read_only_like_tensors():
     got = SimCluster(workers=2).run(program).values()[0]
     with pytest.raises(ValueError, match="read-only"):
         got[0] = 5
+
+
+@settings(max_examples=40, deadline=None)
+@given(workers=st.integers(1, 13), length=st.integers(0, 40), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from(["float32", "int64"]))
+def test_halving_doubling_all_reduce_is_exact_and_identical_everywhere(workers, length, seed, dtype):
+    value = _worker_values(length, seed, dtype)
+
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy(communication_options=ml.CommunicationOptions(
+            implementation="AUTO"))
+        rank = strategy.extended._rank
+        return strategy.run(lambda: ml.get_replica_context().all_reduce("sum", value(rank)))
+
+    results = SimCluster(workers=workers, seed=seed).run(program).values()
+    expected = np.sum([value(r) for r in range(workers)], axis=0, dtype=np.float64)
+    for got in results:
+        np.testing.assert_array_equal(got, results[0])  # bit-identical on every worker
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-3 * max(1.0, np.abs(expected).max(initial=0)))
+
+
+def test_ring_is_forced_by_the_implementation_option():
+    value = _worker_values(33, 7, "float32")
+
+    def program(implementation):
+        options = ml.CommunicationOptions(implementation=implementation)
+        strategy = ml.MultiWorkerMirroredStrategy(communication_options=options)
+        rank = strategy.extended._rank
+        return strategy.run(lambda: ml.get_replica_context().all_reduce("sum", value(rank)))
+
+    ring = SimCluster(workers=11).run(program, "RING").values()[0]
+    np.testing.assert_array_equal(ring, ring_order_sum([value(r) for r in range(11)]))
+    auto = SimCluster(workers=11).run(program, "AUTO")
+    forced = SimCluster(workers=11).run(program, "RING")
+    assert auto.messages < forced.messages  # halving/doubling: far fewer rounds than the ring
