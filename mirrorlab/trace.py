@@ -78,9 +78,6 @@ class Trace:
     def __len__(self) -> int:
         return len(self.events)
 
-    def for_worker(self, worker: int) -> list[CollectiveEvent]:
-        return [e for e in self.events if e.worker == worker]
-
     def to_jsonl(self) -> str:
         """Canonical text: a header line with the metadata, then one line per event, then the notes."""
         head = json.dumps({"mirrorlab_trace": TRACE_VERSION, "meta": self.meta}, sort_keys=True,

@@ -76,7 +76,7 @@ def environ_overlay() -> Iterator[None]:
     global _depth
     with _lock:
         if _depth == 0:
-            os.environ = _OverlayEnviron(os.environ)  # type: ignore[assignment]
+            os.environ = _OverlayEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003
         _depth += 1
     try:
         yield
@@ -84,4 +84,4 @@ def environ_overlay() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                os.environ = os.environ._base  # type: ignore[attr-defined]
+                os.environ = os.environ._base  # type: ignore[attr-defined]  # noqa: B003

@@ -120,7 +120,7 @@ class Instance:
         try:
             message = self.comm.transport.recv(peer, self.deadline)
         except errors.DeadlockError as exc:
-            raise self.comm.fail(exc)
+            raise self.comm.fail(exc) from None
         except errors.DeadlineExceededError as exc:
             raise self.comm.fail(errors.DeadlineExceededError(
                 "Collective has timed out during execution.\n"

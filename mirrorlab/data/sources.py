@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import glob
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 

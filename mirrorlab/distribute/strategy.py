@@ -98,16 +98,8 @@ class StrategyExtended:
         return True
 
     @property
-    def should_init(self) -> bool:
-        return True
-
-    @property
     def experimental_between_graph(self) -> bool:
         return self._between_graph
-
-    @property
-    def experimental_require_static_shapes(self) -> bool:
-        return True
 
     @property
     def _id_in_cluster(self) -> int:

@@ -24,9 +24,6 @@ class DistributedValues:
     def _get_replica(self, local_id: int) -> Any:
         return self._values[local_id]
 
-    def _primary(self) -> Any:
-        return self._values[0]
-
     def __repr__(self) -> str:
         body = ",\n".join(f"  {i}: {v!r}" for i, v in enumerate(self._values))
         return f"{type(self).__name__}:{{\n{body}\n}}"

@@ -1,0 +1,72 @@
+"""Smaller public pieces: iterator helpers, model weights, restore status, the wire format, trace notes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mirrorlab as ml
+from mirrorlab import data as md
+from mirrorlab import errors, keras
+from mirrorlab.collective.message import AbortNotice, Fingerprint, Header
+from mirrorlab.sim import SimCluster
+from mirrorlab.trace import Trace
+from mirrorlab.train import Checkpoint
+
+
+def test_iterator_get_next_and_optional():
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    iterator = iter(strategy.experimental_distribute_dataset(md.Dataset.range(6).batch(4)))
+    first = iterator.get_next()
+    assert [v.tolist() for v in strategy.experimental_local_results(first)] == [[0, 1], [2, 3]]
+    second = iterator.get_next_as_optional()
+    assert second.has_value() and [v.tolist() for v in second.get_value().values] == [[4], [5]]
+    end = iterator.get_next_as_optional()
+    assert not end.has_value()
+    with pytest.raises(errors.InvalidArgumentError, match="does not have a value"):
+        end.get_value()
+
+
+def test_model_weights_round_trip_and_summary():
+    model = keras.Sequential([keras.layers.Dense(3, input_shape=(2,)), keras.layers.Dense(1)])
+    weights = [np.full(w.shape, i, np.float32) for i, w in enumerate(model.get_weights())]
+    model.set_weights(weights)
+    assert [w.tolist() for w in model.get_weights()] == [w.tolist() for w in weights]
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert lines[-1] == "Total params: 13"
+
+
+def test_restore_status_detects_a_checkpoint_sharing_nothing(tmp_path):
+    path = Checkpoint(a=ml.Variable(1.0)).write(tmp_path / "ckpt")
+    status = Checkpoint(b=ml.Variable(2.0)).read(path)
+    with pytest.raises(AssertionError, match="Nothing was restored"):
+        status.assert_nontrivial_match()
+    Checkpoint(a=ml.Variable(0.0)).read(path).assert_nontrivial_match()
+
+
+def test_wire_headers_round_trip_through_json():
+    fp = Fingerprint("all_reduce", "float32", (4, 2), "SUM")
+    header = Header(7, fp, 3, 1, "train.py:12 in step")
+    assert Header.from_json(header.to_json()) == header
+    notice = AbortNotice.of(2, errors.InvalidArgumentError("bad shapes"))
+    back = AbortNotice.from_json(notice.to_json()).to_error()
+    assert isinstance(back, errors.InvalidArgumentError)
+    assert back.message.startswith("Collective ops is aborted by: bad shapes")
+    assert isinstance(AbortNotice(0, "NotAnError", "x").to_error(), errors.UnknownError)  # never arbitrary classes
+
+
+def test_trace_notes_survive_serialization():
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            v = ml.Variable(0.0)
+        strategy.run(lambda: v.assign(float(ml.get_replica_context().replica_id_in_sync_group)))
+        return True
+
+    trace = SimCluster(workers=2, devices_per_worker=2).run(program).trace
+    again = Trace.from_jsonl(trace.to_jsonl())
+    assert [n.note for n in again.notes] == ["unsynced_update", "unsynced_update"]
+    assert len(set(again.notes[0].details["digests"])) == 2  # the two local mirrors differ
+    with pytest.raises(ValueError, match="not a mirrorlab trace"):
+        Trace.from_jsonl('{"something": 1}\n')
