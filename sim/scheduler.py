@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from mirrorlab.errors import DeadlockError
+
 __all__ = ["Scheduler", "SimThread", "TIMEOUT", "WOKEN"]
 
 TIMEOUT = "timeout"
@@ -153,9 +155,18 @@ class Scheduler:
             self.deadlocks += 1
             for thread in blocked:
                 thread.state = "runnable"
-                thread._wake = self._on_deadlock(blocked) if self._on_deadlock else RuntimeError("deadlock")
+                thread._wake = self._deadlock_error(blocked)
                 thread._token += 1
                 self._runnable.append(thread)
+
+    def _deadlock_error(self, blocked: list[SimThread]) -> BaseException:
+        """The exception each deadlocked thread wakes up with (never raises itself: the run must end)."""
+        try:
+            if self._on_deadlock is not None:
+                return self._on_deadlock(blocked)
+        except Exception as exc:  # a broken report must not hang the simulation
+            return DeadlockError(f"deadlock among {[t.name for t in blocked]} (the report failed: {exc!r})")
+        return DeadlockError(f"deadlock among {[t.name for t in blocked]}")
 
     def _switch(self, me: SimThread) -> None:
         """Hand the baton to the next thread and wait until it comes back to ``me``."""
