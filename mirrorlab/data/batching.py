@@ -32,9 +32,14 @@ def stack(elements: list[Any]) -> Any:
             if p.shape != parts[0].shape:
                 raise errors.InvalidArgumentError(
                     f"Cannot batch tensors with different shapes in component {c}. First element had shape "
-                    f"{list(parts[0].shape)} and element {i} had shape {list(p.shape)}.")
+                    f"{_dims(parts[0].shape)} and element {i} had shape {_dims(p.shape)}.")
         out.append(np.stack(parts))
     return nest.pack_sequence_as(elements[0], out)
+
+
+def _dims(shape: tuple) -> str:
+    """A shape as TF's TensorShape prints it: ``[2,3]``."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def empty_batch(spec: Any) -> Any:
@@ -109,6 +114,10 @@ class UnbatchDataset(UnaryDataset):
             for i in range(_rows(element)):
                 yield nest.map_structure(lambda c: c[i], element)
 
+    def cardinality(self) -> int:
+        n = self._input.cardinality()
+        return n if n == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+
     @property
     def element_spec(self) -> Any:
         return _unbatched_spec(self._input.element_spec)
@@ -158,8 +167,7 @@ class RebatchDataset(UnaryDataset):
                 yield _concat(pieces)
 
     def cardinality(self) -> int:
-        n = self._input.cardinality()
-        return n if n == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+        return UNKNOWN_CARDINALITY
 
     @property
     def element_spec(self) -> Any:

@@ -49,7 +49,14 @@ def _call(fn: Callable, element: Any) -> Any:
 
 
 def _tensors(value: Any) -> Any:
-    return nest.map_structure(as_tensor, value)
+    """Convert an element to arrays with tf.data's structure rule: tuples and dicts are structure, a Python
+    list is one tensor (``[1.0, 2.0]`` -> float32 vector)."""
+    if isinstance(value, tuple):
+        items = [_tensors(v) for v in value]
+        return type(value)(*items) if hasattr(type(value), "_fields") else tuple(items)
+    if isinstance(value, dict):
+        return type(value)((k, _tensors(v)) for k, v in value.items())
+    return as_tensor(value)
 
 
 class Dataset:
@@ -333,7 +340,7 @@ class RepeatDataset(UnaryDataset):
     def cardinality(self) -> int:
         n = self._input.cardinality()
         if self.count is None:
-            return 0 if n == 0 else (INFINITE_CARDINALITY if n != UNKNOWN_CARDINALITY else UNKNOWN_CARDINALITY)
+            return 0 if n == 0 else INFINITE_CARDINALITY
         if n < 0:
             return n if self.count else 0
         return n * self.count

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import errors, nest
 from ..tensor import as_tensor
-from .dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, TensorSpec, UnaryDataset, _call
+from .dataset import UNKNOWN_CARDINALITY, Dataset, TensorSpec, UnaryDataset, _call, _tensors
 
 __all__ = ["RangeDataset", "TensorSliceDataset", "TensorDataset", "TextLineDataset", "NumpyFileDataset",
            "FlatMapDataset", "ReaderDataset", "list_files"]
@@ -44,13 +44,13 @@ class RangeDataset(SourceDataset):
 
 class TensorSliceDataset(SourceDataset):
     def __init__(self, tensors: Any) -> None:
-        self.tensors = nest.map_structure(_as_sliceable, tensors)
-        sizes = {int(t.shape[0]) for t in nest.flatten(self.tensors)}
-        if len(sizes) > 1:
-            raise errors.InvalidArgumentError(
-                f"Dimensions {sorted(sizes)} of the components passed to from_tensor_slices differ: all "
-                "components must have the same size in their first dimension.")
-        self._length = sizes.pop() if sizes else 0
+        self.tensors = nest.map_structure(_as_sliceable, _tensors(tensors))
+        sizes = [int(t.shape[0]) for t in nest.flatten(self.tensors)]
+        if len(set(sizes)) > 1:
+            other = next(n for n in sizes if n != sizes[0])
+            raise ValueError(f"Dimensions {sizes[0]} and {other} are not compatible\nEvery component passed to "
+                             f"from_tensor_slices must have the same size in its first dimension; got {sizes}.")
+        self._length = sizes[0] if sizes else 0
 
     def _iterate(self) -> Iterator[Any]:
         for i in range(self._length):
@@ -80,7 +80,7 @@ def _as_sliceable(value: Any) -> Any:
 
 class TensorDataset(SourceDataset):
     def __init__(self, tensors: Any) -> None:
-        self.tensors = nest.map_structure(as_tensor, tensors)
+        self.tensors = _tensors(tensors)
 
     def _iterate(self) -> Iterator[Any]:
         yield self.tensors
@@ -95,7 +95,7 @@ class TensorDataset(SourceDataset):
 def list_files(file_pattern: str | list[str], shuffle: bool | None, seed: int | None) -> Dataset:
     """Sorted glob matches as a dataset of file names; raises when nothing matches (as TF)."""
     patterns = [file_pattern] if isinstance(file_pattern, (str, bytes)) else list(file_pattern)
-    names = sorted({m for p in patterns for m in glob.glob(p.decode() if isinstance(p, bytes) else p)})
+    names = sorted(m for p in patterns for m in glob.glob(p.decode() if isinstance(p, bytes) else p))
     if not names:
         raise errors.InvalidArgumentError(f"Expected 'tf.Tensor(False, shape=(), dtype=bool)' to be true. "
                                           f"Summarized data: b'No files matched pattern: {', '.join(map(str, patterns))}'")
@@ -175,7 +175,10 @@ class NumpyFileDataset(ReaderDataset):
             missing = [k for k in names if k not in loaded.files]
             if missing:
                 raise errors.InvalidArgumentError(f"{path} has no arrays {missing}; it has {sorted(loaded.files)}")
-            arrays = {k: loaded[k] for k in names}
+            try:
+                arrays = {k: loaded[k] for k in names}
+            except ValueError as exc:
+                raise errors.DataLossError(f"{path} is not a NumPy file mirrorlab can read safely: {exc}") from None
         lengths = {len(a) for a in arrays.values()}
         if len(lengths) > 1:
             raise errors.InvalidArgumentError(f"{path}: arrays {names} have different lengths {sorted(lengths)}")
@@ -238,5 +241,4 @@ class FlatMapDataset(UnaryDataset):
         return any(isinstance(node, ReaderDataset) for node in self._dataset_for(sample)._walk())
 
     def cardinality(self) -> int:
-        n = self._input.cardinality()
-        return n if n == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+        return UNKNOWN_CARDINALITY

@@ -1,0 +1,616 @@
+"""The dataset API on its own (no distribution), checked against TensorFlow 2.21's tf.data.
+
+Expected orders and messages marked "TF 2.21" were recorded with tensorflow-cpu 2.21.0.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mirrorlab import data as md
+from mirrorlab import errors
+from mirrorlab.data import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
+
+
+def items(dataset: Dataset) -> list:
+    """Elements as plain Python values (arrays become lists, scalars Python numbers/bytes)."""
+    return [np.asarray(e).tolist() for e in dataset]
+
+
+# -- sources ----------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=50, deadline=None)
+@given(start=st.integers(-10, 10), stop=st.integers(-10, 20), step=st.integers(-4, 4).filter(bool))
+def test_range_is_python_range_as_int64_scalars(start, stop, step):
+    """Dataset.range(start, stop, step) yields Python's range as int64 scalars, with a known cardinality."""
+    ds = Dataset.range(start, stop, step)
+    elements = list(ds)
+    assert [int(e) for e in elements] == list(range(start, stop, step))
+    assert all(e.dtype == np.int64 and e.shape == () for e in elements)
+    assert ds.cardinality() == len(range(start, stop, step))
+    assert ds.element_spec == md.TensorSpec((), np.int64)
+
+
+def test_from_tensor_slices_slices_every_component_of_a_nest():
+    """from_tensor_slices slices each leaf of a dict/tuple nest along its first dimension, keeping dtypes."""
+    ids = np.array([7, 8, 9], np.int32)
+    features = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    weights = np.array([0.5, 1.5, 2.5], np.float64)
+    ds = Dataset.from_tensor_slices({"id": ids, "x": (features, weights)})
+    elements = list(ds)
+    assert len(elements) == ds.cardinality() == 3
+    for i, element in enumerate(elements):
+        assert set(element) == {"id", "x"} and isinstance(element["x"], tuple)
+        np.testing.assert_array_equal(element["id"], ids[i])
+        np.testing.assert_array_equal(element["x"][0], features[i])
+        np.testing.assert_array_equal(element["x"][1], weights[i])
+        assert (element["id"].dtype, element["x"][0].dtype, element["x"][1].dtype) == (np.int32, np.float32,
+                                                                                      np.float64)
+    assert ds.element_spec == {"id": md.TensorSpec((), np.int32),
+                               "x": (md.TensorSpec((2, 2), np.float32), md.TensorSpec((), np.float64))}
+
+
+def test_from_tensor_slices_converts_python_lists_to_float32_and_int32_tensors():
+    """As in TF, a Python list is one tensor: floats become float32, ints int32, nested lists rows."""
+    floats = list(Dataset.from_tensor_slices([1.0, 2.0]))
+    assert [(float(e), e.dtype) for e in floats] == [(1.0, np.float32), (2.0, np.float32)]
+    ints = list(Dataset.from_tensor_slices([1, 2]))
+    assert [(int(e), e.dtype) for e in ints] == [(1, np.int32), (2, np.int32)]
+    rows = list(Dataset.from_tensor_slices([[1, 2], [3, 4]]))
+    assert [(e.tolist(), e.dtype) for e in rows] == [([1, 2], np.int32), ([3, 4], np.int32)]
+    pairs = list(Dataset.from_tensor_slices(([1, 2], [3.0, 4.0])))
+    assert [(int(a), a.dtype, float(b), b.dtype) for a, b in pairs] == [(1, np.int32, 3.0, np.float32),
+                                                                       (2, np.int32, 4.0, np.float32)]
+
+
+def test_from_tensor_slices_with_different_lengths_raises_value_error_like_tf():
+    """Components whose first dimensions differ raise ValueError when the dataset is built, as in TF."""
+    with pytest.raises(ValueError, match="Dimensions 2 and 3 are not compatible"):
+        Dataset.from_tensor_slices((np.zeros(2), np.zeros(3)))
+
+
+# -- batch / unbatch ----------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 30), batch_size=st.integers(1, 7), drop_remainder=st.booleans())
+def test_batch_groups_consecutive_elements(n, batch_size, drop_remainder):
+    """batch(b) stacks b consecutive elements; the short last batch is kept unless drop_remainder."""
+    ds = Dataset.range(n).batch(batch_size, drop_remainder=drop_remainder)
+    batches = items(ds)
+    full, rest = divmod(n, batch_size)
+    expected = [list(range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+    if drop_remainder and rest:
+        expected = expected[:-1]
+    assert batches == expected
+    assert ds.cardinality() == len(expected) == (full if drop_remainder else full + (rest > 0))
+    assert ds.element_spec == md.TensorSpec((batch_size if drop_remainder else None,), np.int64)
+
+
+def test_batch_of_a_tuple_stacks_each_component():
+    """Batching a tuple element stacks each component separately, keeping its dtype and trailing shape."""
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    y = np.arange(5, dtype=np.int32)
+    batches = list(Dataset.from_tensor_slices((x, y)).batch(2))
+    assert [tuple(c.shape for c in b) for b in batches] == [((2, 2), (2,)), ((2, 2), (2,)), ((1, 2), (1,))]
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), x)
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), y)
+    assert all(b[0].dtype == np.float32 and b[1].dtype == np.int32 for b in batches)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Dataset.range(3).map(lambda x: np.full([int(x) + 1], x)).batch(3),
+     ("Cannot batch tensors with different shapes in component 0. First element had shape [1] and element 1 had "
+      "shape [2].")),
+    (lambda: Dataset.range(3).map(lambda x: (x, np.full([int(x) // 2 + 1], x))).batch(3),
+     ("Cannot batch tensors with different shapes in component 1. First element had shape [1] and element 2 had "
+      "shape [2].")),
+])
+def test_batch_of_different_shapes_raises_tfs_error(make, message):
+    """Batching elements of different shapes raises TF 2.21's InvalidArgumentError (BatchDataset's text)."""
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        list(make())
+    assert str(info.value) == message
+
+
+def test_batch_error_writes_shapes_like_tf():
+    """The different-shapes error writes a rank-2 shape as TF does: '[1,2]'."""
+    ds = Dataset.range(2).map(lambda x: np.zeros((1 + int(x), 2 - int(x)))).batch(2)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        list(ds)
+    assert str(info.value) == ("Cannot batch tensors with different shapes in component 0. First element had shape "
+                               "[1,2] and element 1 had shape [2,1].")
+
+
+def test_batch_size_must_be_positive():
+    """batch(0) raises TF's InvalidArgumentError."""
+    with pytest.raises(errors.InvalidArgumentError, match="^Batch size must be greater than zero"):
+        Dataset.range(3).batch(0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 25), batch_size=st.integers(1, 6))
+def test_unbatch_undoes_batch(n, batch_size):
+    """batch(b).unbatch() gives back the original elements of every component, in order."""
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    y = np.arange(n, dtype=np.int64) * 3
+    elements = list(Dataset.from_tensor_slices((x, y)).batch(batch_size).unbatch())
+    assert len(elements) == n
+    for i, (a, b) in enumerate(elements):
+        np.testing.assert_array_equal(a, x[i])
+        assert a.dtype == np.float32 and a.shape == (2,)
+        assert int(b) == 3 * i and b.shape == ()
+
+
+# -- map / filter ------------------------------------------------------------------------------------------------
+
+
+def test_map_unpacks_a_tuple_element_into_positional_arguments():
+    """map(fn) calls fn(*element) for a tuple element (nested tuples stay tuples) and fn(element) otherwise."""
+    pairs = Dataset.from_tensor_slices((np.array([1, 2]), np.array([3, 4])))
+    assert items(pairs.map(lambda a, b: a * 10 + b)) == [13, 24]
+    assert items(pairs.map(lambda a, b: (b, a)).map(lambda b, a: b - a)) == [2, 2]
+    nested = Dataset.from_tensor_slices(((np.array([1, 2]), np.array([3, 4])), np.array([5, 6])))
+    assert items(nested.map(lambda ab, c: ab[0] + ab[1] + c)) == [9, 12]  # TF 2.21
+    records = Dataset.from_tensor_slices({"a": np.array([1, 2]), "b": np.array([3, 4])})
+    assert items(records.map(lambda d: d["a"] * d["b"])) == [3, 8]
+    assert items(Dataset.range(3).map(lambda x: x * x)) == [0, 1, 4]
+
+
+def test_map_converts_python_numbers_like_tf():
+    """A map function returning a Python float gives float32, as tf.constant would."""
+    out = list(Dataset.range(2).map(lambda x: 0.5))
+    assert [(float(v), v.dtype) for v in out] == [(0.5, np.float32), (0.5, np.float32)]
+
+
+def test_filter_keeps_elements_whose_predicate_is_true():
+    """filter keeps matching elements in order, unpacking tuple elements like map."""
+    assert items(Dataset.range(10).filter(lambda x: x % 3 == 0)) == [0, 3, 6, 9]
+    pairs = Dataset.from_tensor_slices((np.array([1, 5, 2, 7]), np.array([4, 3, 2, 9])))
+    assert items(pairs.filter(lambda a, b: a < b)) == [[1, 4], [7, 9]]
+    assert items(Dataset.range(5).filter(lambda x: x > 10)) == []
+
+
+# -- take / skip / repeat / shard ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 15), count=st.integers(-1, 20))
+def test_take_and_skip_are_prefix_and_suffix(n, count):
+    """take(k)/skip(k) are the first k / all but the first k elements; k = -1 means all / everything skipped."""
+    whole = list(range(n))
+    take, skip = Dataset.range(n).take(count), Dataset.range(n).skip(count)
+    assert items(take) == (whole if count < 0 else whole[:count])
+    assert items(skip) == ([] if count < 0 else whole[count:])
+    assert take.cardinality() == len(items(take))
+    assert skip.cardinality() == len(items(skip))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 6), count=st.integers(0, 4), total=st.integers(0, 20))
+def test_repeat_finite_and_infinite(n, count, total):
+    """repeat(k) plays the input k times; repeat() forever (cut with take); repeat() of an empty input ends."""
+    assert items(Dataset.range(n).repeat(count)) == list(range(n)) * count
+    assert Dataset.range(n).repeat(count).cardinality() == n * count
+    endless = Dataset.range(n).repeat().take(total)
+    assert items(endless) == ([list(range(n))[i % n] for i in range(total)] if n else [])
+
+
+def test_repeat_reiterates_its_input_each_epoch():
+    """Each repetition re-iterates the input pipeline (a map is re-applied on every epoch)."""
+    calls = []
+    ds = Dataset.range(3).map(lambda x: calls.append(int(x)) or x).repeat(2)
+    assert items(ds) == [0, 1, 2, 0, 1, 2]
+    assert calls == [0, 1, 2, 0, 1, 2]
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(0, 30), num_shards=st.integers(1, 6), data=st.data())
+def test_shard_takes_every_nth_element_from_index(n, num_shards, data):
+    """shard(n, i) yields elements i, i + n, i + 2n, ... with a matching cardinality."""
+    index = data.draw(st.integers(0, num_shards - 1))
+    ds = Dataset.range(n).shard(num_shards, index)
+    assert items(ds) == list(range(n))[index::num_shards]
+    assert ds.cardinality() == len(range(n)[index::num_shards])
+
+
+def test_shard_rejects_an_index_out_of_range_with_tfs_message():
+    """shard(3, 3) raises TF's InvalidArgumentError."""
+    with pytest.raises(errors.InvalidArgumentError, match=re.escape("Index must be between 0 and 2 (currently "
+                                                                    "index = 3).")):
+        Dataset.range(10).shard(3, 3)
+
+
+# -- shuffle ------------------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 40), buffer_size=st.integers(1, 50), seed=st.integers(0, 2**31 - 1))
+def test_seeded_shuffle_is_a_deterministic_permutation_within_the_buffer_window(n, buffer_size, seed):
+    """shuffle(b, seed) permutes its input, the same way for the same seed, and output i comes from the first
+    i + b inputs (TF's buffer semantics)."""
+    first = items(Dataset.range(n).shuffle(buffer_size, seed=seed))
+    again = items(Dataset.range(n).shuffle(buffer_size, seed=seed))
+    assert sorted(first) == list(range(n))
+    assert first == again
+    assert all(x < i + buffer_size for i, x in enumerate(first))
+    assert Dataset.range(n).shuffle(buffer_size, seed=seed).cardinality() == n
+
+
+def test_shuffle_with_a_buffer_of_one_keeps_the_order():
+    """shuffle(1) cannot reorder anything, as in TF."""
+    assert items(Dataset.range(10).shuffle(1, seed=4)) == list(range(10))
+
+
+def test_reshuffle_each_iteration_changes_the_order_between_epochs():
+    """With reshuffle_each_iteration (the default) each epoch has a new order; the sequence of orders is seeded."""
+    ds = Dataset.range(20).shuffle(20, seed=11)
+    epoch1, epoch2 = items(ds), items(ds)
+    assert sorted(epoch1) == sorted(epoch2) == list(range(20))
+    assert epoch1 != epoch2
+    fresh = Dataset.range(20).shuffle(20, seed=11)
+    assert [items(fresh), items(fresh)] == [epoch1, epoch2]
+    repeated = items(Dataset.range(20).shuffle(20, seed=11).repeat(2))
+    assert repeated[:20] != repeated[20:]
+    assert sorted(repeated[:20]) == sorted(repeated[20:]) == list(range(20))
+
+
+def test_reshuffle_each_iteration_false_keeps_the_order():
+    """With reshuffle_each_iteration=False every epoch repeats the first epoch's order."""
+    ds = Dataset.range(20).shuffle(20, seed=11, reshuffle_each_iteration=False)
+    epoch1 = items(ds)
+    assert epoch1 != list(range(20)) and sorted(epoch1) == list(range(20))
+    assert items(ds) == epoch1
+    repeated = items(Dataset.range(20).shuffle(20, seed=11, reshuffle_each_iteration=False).repeat(3))
+    assert repeated == epoch1 * 3
+
+
+# -- cardinality --------------------------------------------------------------------------------------------------
+
+
+def _true(*_):
+    return np.bool_(True)
+
+
+def _pair(x):
+    return Dataset.range(2)
+
+
+# (pipeline, TF 2.21's cardinality)
+CARDINALITIES = {
+    "range": (lambda: Dataset.range(5), 5),
+    "batch": (lambda: Dataset.range(10).batch(3), 4),
+    "batch_drop_remainder": (lambda: Dataset.range(10).batch(3, drop_remainder=True), 3),
+    "repeat_forever": (lambda: Dataset.range(5).repeat(), INFINITE_CARDINALITY),
+    "repeat_twice": (lambda: Dataset.range(5).repeat(2), 10),
+    "repeat_empty_forever": (lambda: Dataset.range(0).repeat(), 0),
+    "filter": (lambda: Dataset.range(5).filter(_true), UNKNOWN_CARDINALITY),
+    "filter_repeat_twice": (lambda: Dataset.range(5).filter(_true).repeat(2), UNKNOWN_CARDINALITY),
+    "filter_repeat_zero": (lambda: Dataset.range(5).filter(_true).repeat(0), 0),
+    "filter_take": (lambda: Dataset.range(5).filter(_true).take(2), UNKNOWN_CARDINALITY),
+    "map": (lambda: Dataset.range(5).map(lambda x: x), 5),
+    "shuffle": (lambda: Dataset.range(5).shuffle(3), 5),
+    "take_more_than_there_is": (lambda: Dataset.range(5).take(9), 5),
+    "take_all": (lambda: Dataset.range(5).take(-1), 5),
+    "skip_past_the_end": (lambda: Dataset.range(5).skip(7), 0),
+    "skip_all": (lambda: Dataset.range(5).skip(-1), 0),
+    "shard": (lambda: Dataset.range(10).shard(3, 1), 3),
+    "infinite_take": (lambda: Dataset.range(5).repeat().take(7), 7),
+    "infinite_map": (lambda: Dataset.range(5).repeat().map(lambda x: x), INFINITE_CARDINALITY),
+    "infinite_batch": (lambda: Dataset.range(5).repeat().batch(4), INFINITE_CARDINALITY),
+    "infinite_shuffle": (lambda: Dataset.range(5).repeat().shuffle(3), INFINITE_CARDINALITY),
+    "infinite_skip": (lambda: Dataset.range(5).repeat().skip(2), INFINITE_CARDINALITY),
+    "infinite_filter": (lambda: Dataset.range(5).repeat().filter(_true), UNKNOWN_CARDINALITY),
+    "flat_map": (lambda: Dataset.range(5).flat_map(_pair), UNKNOWN_CARDINALITY),
+    "interleave": (lambda: Dataset.range(5).interleave(_pair, cycle_length=2), UNKNOWN_CARDINALITY),
+    "unbatch": (lambda: Dataset.range(10).batch(4).unbatch(), UNKNOWN_CARDINALITY),
+    "rebatch": (lambda: Dataset.range(10).batch(4).rebatch(2), UNKNOWN_CARDINALITY),
+    "filter_repeat_forever": (lambda: Dataset.range(5).filter(_true).repeat(), INFINITE_CARDINALITY),
+    "infinite_flat_map": (lambda: Dataset.range(5).repeat().flat_map(_pair), UNKNOWN_CARDINALITY),
+    "infinite_interleave": (lambda: Dataset.range(5).repeat().interleave(_pair, cycle_length=2),
+                            UNKNOWN_CARDINALITY),
+    "infinite_rebatch": (lambda: Dataset.range(5).repeat().batch(4).rebatch(2), UNKNOWN_CARDINALITY),
+    "infinite_unbatch": (lambda: Dataset.range(5).repeat().batch(4).unbatch(), INFINITE_CARDINALITY),
+}
+
+@pytest.mark.parametrize("name", list(CARDINALITIES))
+def test_cardinality_matches_tf(name):
+    """cardinality() is TF 2.21's: known counts, INFINITE_CARDINALITY for repeat(), UNKNOWN for filter etc."""
+    make, expected = CARDINALITIES[name]
+    assert make().cardinality() == expected
+
+
+def test_cardinality_constants_are_tfs():
+    """INFINITE_CARDINALITY and UNKNOWN_CARDINALITY have TF's values."""
+    assert (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY) == (-1, -2)
+    assert (md.experimental.INFINITE_CARDINALITY, md.experimental.UNKNOWN_CARDINALITY) == (-1, -2)
+
+
+# -- interleave / flat_map -------------------------------------------------------------------------------------------
+
+
+def test_interleave_order_matches_tf():
+    """range(3).interleave(range(10x, 10x + 4), cycle_length=2, block_length=2) gives TF 2.21's exact order."""
+    ds = Dataset.range(3).interleave(lambda x: Dataset.range(x * 10, x * 10 + 4), cycle_length=2, block_length=2)
+    assert items(ds) == [0, 1, 10, 11, 2, 3, 12, 13, 20, 21, 22, 23]  # TF 2.21
+
+
+def _ragged(x):
+    """Inner datasets of lengths 1, 2, 3, 1, 2 for x = 0..4."""
+    x = int(x)
+    return Dataset.range(x * 10, x * 10 + x % 3 + 1)
+
+
+@pytest.mark.parametrize("cycle_length, block_length, expected", [  # TF 2.21
+    (1, 2, [0, 10, 11, 20, 21, 22, 30, 40, 41]),
+    (2, 1, [0, 10, 11, 20, 21, 30, 22, 40, 41]),
+    (3, 2, [0, 10, 11, 20, 21, 30, 22, 40, 41]),
+    (5, 3, [0, 10, 11, 20, 21, 22, 30, 40, 41]),
+])
+def test_interleave_of_ragged_inputs_refills_slots_like_tf(cycle_length, block_length, expected):
+    """When an inner dataset ends, its slot is refilled from the input as TF 2.21 does."""
+    ds = Dataset.range(5).interleave(_ragged, cycle_length=cycle_length, block_length=block_length)
+    assert items(ds) == expected
+
+
+def test_flat_map_concatenates_in_input_order():
+    """flat_map concatenates the datasets its function returns, input by input."""
+    assert items(Dataset.range(3).flat_map(lambda x: Dataset.range(x * 10, x * 10 + 2))) == [0, 1, 10, 11, 20, 21]
+    assert items(Dataset.range(5).flat_map(_ragged)) == [0, 10, 11, 20, 21, 22, 30, 40, 41]
+    pairs = Dataset.from_tensor_slices((np.array([1, 2]), np.array([2, 0])))
+    assert items(pairs.flat_map(lambda start, n: Dataset.range(start, start + n))) == [1, 2]
+
+
+# -- rebatch ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, batch_size, sizes, drop_remainder, expected", [  # TF 2.21
+    (10, 4, [3, 0, 2], False, [[0, 1, 2], [], [3, 4], [5, 6, 7], [], [8, 9]]),
+    (10, 4, [3, 0, 2], True, [[0, 1, 2], [], [3, 4], [5, 6, 7], [], [8, 9]]),
+    (7, 3, [4], False, [[0, 1, 2, 3], [4, 5, 6]]),
+    (7, 3, [4], True, [[0, 1, 2, 3]]),
+    (4, 2, [4, 0], False, [[0, 1, 2, 3], []]),
+    (4, 2, [3, 0], False, [[0, 1, 2], [], [3]]),
+    (0, 2, [0, 1], False, [[]]),
+    (3, 3, [0, 2], False, [[], [0, 1], [], [2]]),
+])
+def test_rebatch_matches_tf(n, batch_size, sizes, drop_remainder, expected):
+    """rebatch(sizes) crosses input batch boundaries, yields empty batches for 0, and a short final batch."""
+    ds = Dataset.range(n).batch(batch_size).rebatch(sizes, drop_remainder=drop_remainder)
+    batches = list(ds)
+    assert [b.tolist() for b in batches] == expected
+    assert all(b.dtype == np.int64 and b.ndim == 1 for b in batches)
+
+
+def rebatch_reference(n: int, sizes: list[int], drop_remainder: bool) -> list[list[int]]:
+    """TF's RebatchDatasetV2 over elements 0..n-1 (checked against TF 2.21 on 150 random cases): cycle through
+    ``sizes``; a batch that comes out short ends the dataset (dropped with drop_remainder); a size-0 entry
+    yields an empty batch until the end of the input has been seen."""
+    out, pos, i = [], 0, 0
+    while True:
+        desired = sizes[i % len(sizes)]
+        i += 1
+        take = min(desired, n - pos)
+        if take < desired:
+            if take and not drop_remainder:
+                out.append(list(range(pos, pos + take)))
+            return out
+        out.append(list(range(pos, pos + take)))
+        pos += take
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(0, 20), batch_size=st.integers(1, 6),
+       sizes=st.lists(st.integers(0, 5), min_size=1, max_size=4).filter(any), drop_remainder=st.booleans())
+def test_rebatch_property_against_tfs_rule(n, batch_size, sizes, drop_remainder):
+    """rebatch(sizes) over any batching of range(n) follows TF's rule, independently of the input batch size."""
+    ds = Dataset.range(n).batch(batch_size).rebatch(sizes, drop_remainder=drop_remainder)
+    assert items(ds) == rebatch_reference(n, sizes, drop_remainder)
+
+
+def test_rebatch_keeps_structure_dtype_and_trailing_shape_in_empty_batches():
+    """Empty rebatched batches keep each component's dtype and trailing dimensions (TF 2.21)."""
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    y = np.arange(5, dtype=np.int32)
+    batches = list(Dataset.from_tensor_slices((x, y)).batch(2).rebatch([0, 3]))
+    assert [tuple((c.shape, c.dtype) for c in b) for b in batches] == [
+        (((0, 2), np.float32), ((0,), np.int32)), (((3, 2), np.float32), ((3,), np.int32)),
+        (((0, 2), np.float32), ((0,), np.int32)), (((2, 2), np.float32), ((2,), np.int32))]
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), x)
+
+
+def test_rebatch_of_only_zero_sizes_yields_empty_batches_forever():
+    """rebatch([0, 0]) never consumes input: an endless stream of empty batches, as in TF 2.21."""
+    assert items(Dataset.range(3).batch(3).rebatch([0, 0]).take(3)) == [[], [], []]
+
+
+# -- TextLineDataset ------------------------------------------------------------------------------------------------
+
+
+def test_text_line_dataset_yields_lines_without_line_endings_as_bytes(tmp_path: Path):
+    """TextLineDataset yields each line as a scalar byte string without '\\n' or '\\r\\n', file after file."""
+    first, empty, last = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
+    first.write_bytes(b"a\r\nb\n\nc")  # TF 2.21: [b'a', b'b', b'', b'c']
+    empty.write_bytes(b"")
+    last.write_bytes("x y\n\u00e9\n".encode())
+    lines = list(md.TextLineDataset([str(first), str(empty), str(last)]))
+    assert [line.item() for line in lines] == [b"a", b"b", b"", b"c", b"x y", "\u00e9".encode()]
+    assert all(line.shape == () and line.dtype.kind == "S" for line in lines)
+    assert [line.item() for line in md.TextLineDataset(str(last))] == [b"x y", "\u00e9".encode()]
+
+
+def _numbered_files(directory: Path, count: int) -> list[str]:
+    names = []
+    for i in range(count):
+        path = directory / f"part-{i:03d}.txt"
+        path.write_text(f"{i}a\n{i}b\n")
+        names.append(str(path))
+    return names
+
+
+def test_text_line_dataset_opens_files_lazily_one_at_a_time(tmp_path: Path):
+    """Deleting a later file after the first line is read only fails when iteration reaches it (NotFoundError)."""
+    files = _numbered_files(tmp_path, 5)
+    iterator = iter(md.TextLineDataset(files))
+    assert next(iterator).item() == b"0a"
+    os.remove(files[3])
+    seen = []
+    with pytest.raises(errors.NotFoundError) as info:
+        for line in iterator:
+            seen.append(line.item())
+    assert seen == [b"0b", b"1a", b"1b", b"2a", b"2b"]  # TF 2.21 gives the same lines, then NotFoundError
+    assert str(info.value) == f"{files[3]}; No such file or directory"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd to count open files")
+def test_text_line_dataset_holds_at_most_one_file_open(tmp_path: Path):
+    """Iterating 200 files never holds more than one of them open at a time."""
+    files = _numbered_files(tmp_path, 200)
+    before = len(os.listdir("/proc/self/fd"))
+    most = 0
+    count = 0
+    for _ in md.TextLineDataset(files):
+        most = max(most, len(os.listdir("/proc/self/fd")) - before)
+        count += 1
+    assert count == 400
+    assert most <= 1
+
+
+# -- NumpyFileDataset -----------------------------------------------------------------------------------------------
+
+
+def test_numpy_file_dataset_reads_rows_of_npy_files(tmp_path: Path):
+    """Each .npy file contributes its rows (dtype and row shape kept), file after file."""
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    b = np.arange(100, 104, dtype=np.float32).reshape(2, 2)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    rows = list(md.NumpyFileDataset([str(tmp_path / "a.npy"), str(tmp_path / "b.npy")]))
+    assert len(rows) == 5
+    np.testing.assert_array_equal(np.stack(rows), np.concatenate([a, b]))
+    assert all(r.dtype == np.float32 and r.shape == (2,) for r in rows)
+
+
+def test_numpy_file_dataset_reads_npz_rows_as_dicts_or_tuples(tmp_path: Path):
+    """A .npz gives one dict per row (all arrays), or a tuple in the order of ``keys``."""
+    path = str(tmp_path / "data.npz")
+    np.savez(path, x=np.arange(6).reshape(3, 2), y=np.array([1.0, 2.0, 3.0]), z=np.array([7, 8, 9], np.int32))
+    dicts = list(md.NumpyFileDataset(path))
+    assert [sorted(d) for d in dicts] == [["x", "y", "z"]] * 3
+    assert [(d["x"].tolist(), float(d["y"]), int(d["z"])) for d in dicts] == [
+        ([0, 1], 1.0, 7), ([2, 3], 2.0, 8), ([4, 5], 3.0, 9)]
+    tuples = list(md.NumpyFileDataset(path, keys=["y", "x"]))
+    assert all(isinstance(t, tuple) and len(t) == 2 for t in tuples)
+    assert [(float(y), x.tolist()) for y, x in tuples] == [(1.0, [0, 1]), (2.0, [2, 3]), (3.0, [4, 5])]
+
+
+def test_numpy_file_dataset_missing_npz_key_raises(tmp_path: Path):
+    """Asking for a key the .npz does not have raises InvalidArgumentError naming it and the keys present."""
+    path = str(tmp_path / "data.npz")
+    np.savez(path, x=np.arange(3), y=np.arange(3))
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        list(md.NumpyFileDataset(path, keys=["x", "label"]))
+    assert "['label']" in str(info.value) and "['x', 'y']" in str(info.value) and path in str(info.value)
+
+
+class _Payload:
+    """Unpickling this object creates ``marker``: proof that a pickle was executed."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (builtins.open, (self.marker, "w"))
+
+
+def _pickled_arrays(tmp_path: Path, tag: str) -> tuple[str, str, Path]:
+    marker = tmp_path / f"unpickled-{tag}"
+    array = np.array([_Payload(str(marker)), None], dtype=object)
+    npy, npz = tmp_path / f"{tag}.npy", tmp_path / f"{tag}.npz"
+    np.save(npy, array, allow_pickle=True)
+    np.savez(npz, rows=array)
+    return str(npy), str(npz), marker
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz"])
+def test_numpy_file_dataset_refuses_pickled_object_arrays_without_unpickling(tmp_path: Path, kind):
+    """A pickled object array (.npy or inside .npz) is refused with an error, and its pickle never runs."""
+    control_npy, control_npz, control_marker = _pickled_arrays(tmp_path, "control")
+    loaded = np.load(control_npy if kind == "npy" else control_npz, allow_pickle=True)
+    _ = loaded if kind == "npy" else loaded["rows"]
+    assert control_marker.exists()  # the payload really runs when a pickle is loaded
+    npy, npz, marker = _pickled_arrays(tmp_path, "attack")
+    with pytest.raises((errors.OpError, ValueError), match=r"(?i)object|pickle"):
+        list(md.NumpyFileDataset(npy if kind == "npy" else npz))
+    assert not marker.exists()
+
+
+def test_numpy_file_dataset_pickle_error_names_the_file_for_npz_too(tmp_path: Path):
+    """The refusal is the same DataLossError naming the file for .npz as for .npy."""
+    npy, npz, _ = _pickled_arrays(tmp_path, "attack")
+    with pytest.raises(errors.DataLossError, match=re.escape(npy)):
+        list(md.NumpyFileDataset(npy))
+    with pytest.raises(errors.DataLossError, match=re.escape(npz)):
+        list(md.NumpyFileDataset(npz))
+
+
+# -- list_files ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def some_files(tmp_path: Path) -> Path:
+    for name in ["b.txt", "a.txt", "c.csv", "a2.txt"]:
+        (tmp_path / name).write_text("x\n")
+    return tmp_path
+
+
+def _names(dataset: Dataset, directory: Path) -> list[str]:
+    return [os.path.relpath(name.item().decode(), directory) for name in dataset]
+
+
+def test_list_files_without_shuffle_is_sorted(some_files: Path):
+    """list_files(shuffle=False) gives the matching paths sorted, as byte strings (over several patterns too)."""
+    ds = Dataset.list_files(str(some_files / "*.txt"), shuffle=False)
+    assert _names(ds, some_files) == ["a.txt", "a2.txt", "b.txt"]
+    assert all(isinstance(name.item(), bytes) for name in ds)
+    both = Dataset.list_files([str(some_files / "c*"), str(some_files / "*.txt")], shuffle=False)
+    assert _names(both, some_files) == ["a.txt", "a2.txt", "b.txt", "c.csv"]
+
+
+def test_list_files_keeps_a_file_once_per_matching_pattern(some_files: Path):
+    """A file matched by two patterns is listed twice, as in TF 2.21."""
+    ds = Dataset.list_files([str(some_files / "c*"), str(some_files / "*.txt"), str(some_files / "a.txt")],
+                            shuffle=False)
+    assert _names(ds, some_files) == ["a.txt", "a.txt", "a2.txt", "b.txt", "c.csv"]  # TF 2.21
+
+
+def test_list_files_seeded_shuffle_is_a_deterministic_permutation(some_files: Path):
+    """list_files(seed=s) shuffles the sorted matches, the same way for the same seed."""
+    pattern = str(some_files / "*")
+    orders = {tuple(_names(Dataset.list_files(pattern, seed=seed), some_files)) for seed in range(8)}
+    assert all(sorted(order) == ["a.txt", "a2.txt", "b.txt", "c.csv"] for order in orders)
+    assert len(orders) > 1  # the seed matters
+    for seed in range(3):
+        assert _names(Dataset.list_files(pattern, seed=seed), some_files) == _names(
+            Dataset.list_files(pattern, seed=seed), some_files)
+
+
+def test_list_files_without_a_match_raises_tfs_error(tmp_path: Path):
+    """No match raises TF 2.21's InvalidArgumentError naming the pattern(s)."""
+    pattern = str(tmp_path / "*.zzz")
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        Dataset.list_files(pattern)
+    assert str(info.value) == ("Expected 'tf.Tensor(False, shape=(), dtype=bool)' to be true. Summarized data: "
+                               f"b'No files matched pattern: {pattern}'")
+    other = str(tmp_path / "*.yyy")
+    with pytest.raises(errors.InvalidArgumentError, match=re.escape(f"No files matched pattern: {pattern}, {other}")):
+        Dataset.list_files([pattern, other], shuffle=False)
