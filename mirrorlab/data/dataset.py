@@ -8,6 +8,8 @@ elements, and rebatch per replica).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -59,7 +61,7 @@ def _tensors(value: Any) -> Any:
     return as_tensor(value)
 
 
-class Dataset:
+class Dataset(ABC):
     """Base of every dataset node; ``_inputs`` are the upstream datasets."""
 
     _inputs: tuple["Dataset", ...] = ()
@@ -67,8 +69,9 @@ class Dataset:
 
     # -- to be provided by nodes -----------------------------------------------------------------
 
+    @abstractmethod
     def _iterate(self) -> Iterator[Any]:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
     def _replace_inputs(self, inputs: tuple["Dataset", ...]) -> "Dataset":
         """A copy of this node reading from ``inputs`` (graph rewrites use it)."""

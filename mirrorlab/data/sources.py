@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import glob
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -121,8 +123,9 @@ class ReaderDataset(UnaryDataset):
     """Reads records from the files its input dataset names, file after file. FILE sharding splits
     its input (the file names) across workers."""
 
+    @abstractmethod
     def _read(self, path: str) -> Iterator[Any]:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
     def _iterate(self) -> Iterator[Any]:
         for name in self._input:

@@ -12,6 +12,8 @@ hanging.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,16 +38,18 @@ class SyncRequest:
     handler: Callable[[list["SyncRequest"]], list[Any]]
 
 
-class ReplicaPool:
+class ReplicaPool(ABC):
     """Interface shared by the inline (one replica) and threaded (several replicas) pools."""
 
     size: int
 
+    @abstractmethod
     def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
+    @abstractmethod
     def sync(self, local_id: int, request: SyncRequest) -> Any:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
     def close(self) -> None:
         """Stop the pool's threads (idempotent)."""

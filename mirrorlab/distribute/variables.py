@@ -8,6 +8,8 @@ value read earlier never changes under the reader.
 
 from __future__ import annotations
 
+from abc import ABC, ABCMeta, abstractmethod
+
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +84,7 @@ def _convert(value: Any, dtype: np.dtype | None) -> Any:
     return arr.astype(dtype)
 
 
-class _VariableMeta(type):
+class _VariableMeta(ABCMeta):
     """``Variable(...)`` under a strategy returns that strategy's distributed variable, as in TF."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -93,11 +95,12 @@ class _VariableMeta(type):
         return super().__call__(*args, **kwargs)
 
 
-class _ArrayLike:
+class _ArrayLike(ABC):
     """Arithmetic, indexing and NumPy conversion through the value the current context reads."""
 
+    @abstractmethod
     def _read(self) -> Any:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         value = np.asarray(self._read())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from typing import Any
 
 import numpy as np
@@ -13,9 +15,10 @@ from .registry import lookup
 __all__ = ["get", "GlorotUniform", "Zeros", "Ones", "RandomNormal"]
 
 
-class Initializer:
+class Initializer(ABC):
+    @abstractmethod
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
 
 class GlorotUniform(Initializer):

@@ -7,6 +7,8 @@ run the same layer in turn cannot overwrite each other's state.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from . import activations, initializers
 __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "InputLayer"]
 
 
-class Layer:
+class Layer(ABC):
     """Base layer: weights are mirrorlab Variables created by ``build`` (in the active strategy scope)."""
 
     _count = 0
@@ -56,11 +58,13 @@ class Layer:
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return input_shape
 
+    @abstractmethod
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
+    @abstractmethod
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
     def __call__(self, x: Any, training: bool = False) -> Any:
         x = np.asarray(x)

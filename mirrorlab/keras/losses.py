@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,7 @@ __all__ = ["Loss", "MeanSquaredError", "SparseCategoricalCrossentropy", "mean_sq
 EPSILON = 1e-7
 
 
-class Loss:
+class Loss(ABC):
     """``call(y_true, y_pred)`` gives per-example losses; ``__call__`` reduces them (mean by default)."""
 
     def __init__(self, reduction: str | None = "sum_over_batch_size", name: str | None = None) -> None:
@@ -26,12 +28,13 @@ class Loss:
         self.reduction = reduction
         self.name = name or type(self).__name__
 
+    @abstractmethod
     def call(self, y_true: Any, y_pred: Any) -> Any:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
+    @abstractmethod
     def grad(self, y_true: Any, y_pred: Any) -> Any:
         """Gradient of ``sum(call(y_true, y_pred))`` with respect to ``y_pred``."""
-        raise NotImplementedError
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
         losses = self.call(y_true, y_pred)

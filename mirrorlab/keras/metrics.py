@@ -3,6 +3,8 @@ read (``result()``, or a checkpoint save) aggregates over every replica of the c
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ from .registry import lookup
 __all__ = ["Metric", "Mean", "SparseCategoricalAccuracy", "get"]
 
 
-class Metric:
+class Metric(ABC):
     """Base: ``update_state`` in replica context, ``result``/``reset_state`` in cross-replica context."""
 
     def __init__(self, name: str | None = None, dtype: Any = "float32") -> None:
@@ -40,11 +42,13 @@ class Metric:
         for var in self._variables.values():
             var.assign(np.zeros((), self.dtype))
 
+    @abstractmethod
     def update_state(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
+    @abstractmethod
     def result(self) -> Any:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
 
 class Mean(Metric):

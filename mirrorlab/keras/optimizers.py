@@ -6,6 +6,8 @@ In a replica function ``apply_gradients`` all-reduces (SUM) the gradients over e
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,7 +23,7 @@ from .registry import lookup
 __all__ = ["Optimizer", "SGD", "Adam", "get"]
 
 
-class Optimizer:
+class Optimizer(ABC):
     """Base optimizer: subclasses name their slots and implement ``_update``."""
 
     slot_names: tuple[str, ...] = ()
@@ -86,8 +88,9 @@ class Optimizer:
                          lr, step)
         self.iterations.assign_add(np.int64(1))
 
+    @abstractmethod
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
-        raise NotImplementedError
+        """Implemented by subclasses."""
 
 
 class SGD(Optimizer):
