@@ -100,7 +100,7 @@ def test_too_few_files_raises_tf_error_on_worker0_and_tells_the_others(record_fi
     assert "Could not apply FILE based sharding" in str(other) and "worker 0" in str(other)
 
 
-def test_explicit_file_policy_on_a_range_fails_at_first_iteration():
+def test_explicit_file_policy_on_a_range_fails_when_distributing():
     result = steps_of(lambda: policy(md.Dataset.range(8).batch(4), "FILE"), workers=2)
     assert all(isinstance(r, errors.NotFoundError) for r in result)
     assert "Found an unshardable source dataset: RangeDataset(0, 8, 1)" in str(result[0])

@@ -16,7 +16,7 @@ import numpy as np
 from .. import errors, nest
 from .dataset import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, FilterDataset, PassThroughDataset,
                       RepeatDataset, ShardDataset, ShuffleDataset, SkipDataset, TakeDataset, TensorSpec,
-                      UnaryDataset)
+                      UnaryDataset, UnknownSpecError)
 
 __all__ = ["BatchDataset", "UnbatchDataset", "RebatchDataset", "LegacyRebatchDataset", "batch_sizes_for_worker",
            "compute_batch_size", "empty_batch", "NotBatchedError"]
@@ -132,6 +132,9 @@ class RebatchDataset(UnaryDataset):
             raise errors.InvalidArgumentError(f"batch_sizes must be non-empty and non-negative, got {batch_sizes}")
         self.batch_sizes = list(batch_sizes)
         self.drop_remainder = drop_remainder
+        # Empty batches need the element type before any data is read. It comes from the input as built
+        # here: graph rewrites (auto-sharding) keep this reference, and a worker's shard may be empty.
+        self._spec_source = input_dataset
 
     def _iterate(self) -> Iterator[Any]:
         inputs = iter(self._input)
@@ -162,7 +165,7 @@ class RebatchDataset(UnaryDataset):
                 return
             index = (index + 1) % len(self.batch_sizes)
             if size == 0:
-                yield empty_batch(spec if spec is not None else self._input.element_spec)
+                yield empty_batch(spec if spec is not None else self._spec_source.element_spec)
             else:
                 yield _concat(pieces)
 
@@ -222,8 +225,21 @@ _PRESERVES_BATCH = (FilterDataset, RepeatDataset, ShuffleDataset, TakeDataset, S
 
 
 def compute_batch_size(dataset: Dataset) -> int:
-    """The static global batch size (TF's ComputeBatchSize): found by walking up through ops that keep
-    the batch intact to a ``batch``; -1 when an op on the way may change it (e.g. ``map``)."""
+    """The global batch size as TF's ``compute_batch_size`` finds it: the static first dimension shared by
+    every component of the element spec if there is one (``batch(G, drop_remainder=True)``, a fixed-size
+    element); else by walking up through ops that keep the batch intact to a ``batch``; -1 when an op on
+    the way may change it (e.g. ``map``)."""
+    try:
+        specs = nest.flatten(dataset.element_spec)
+    except UnknownSpecError:  # an empty pipeline: only the graph can tell
+        specs = []
+    firsts = set()
+    for spec in specs:
+        if not spec.shape:
+            raise NotBatchedError("without encountering a batch transformation (the elements are scalars)")
+        firsts.add(spec.shape[0])
+    if len(firsts) == 1 and None not in firsts:
+        return firsts.pop()
     node = dataset
     while True:
         if isinstance(node, BatchDataset):

@@ -20,11 +20,15 @@ from .. import errors, nest
 from ..tensor import as_tensor
 from .options import SHARD_HINT, Options
 
-__all__ = ["Dataset", "TensorSpec", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AUTOTUNE"]
+__all__ = ["Dataset", "TensorSpec", "UnknownSpecError", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AUTOTUNE"]
 
 INFINITE_CARDINALITY = -1
 UNKNOWN_CARDINALITY = -2
 AUTOTUNE = -1
+
+
+class UnknownSpecError(ValueError):
+    """The element spec depends on data and the dataset has none."""
 
 
 class TensorSpec:
@@ -89,8 +93,8 @@ class Dataset(ABC):
         """A nest of ``TensorSpec`` (taken from the first element when it cannot be known statically)."""
         first = next(iter(self), None)
         if first is None:
-            raise ValueError("cannot infer the element_spec of an empty dataset whose element type depends on a "
-                             "map function; give the pipeline at least one element")
+            raise UnknownSpecError("cannot infer the element_spec of an empty dataset whose element type depends "
+                                   "on a map function; give the pipeline at least one element")
         return nest.map_structure(TensorSpec.of, first)
 
     # -- iteration ---------------------------------------------------------------------------------
@@ -266,6 +270,26 @@ class MapDataset(UnaryDataset):
 
     def cardinality(self) -> int:
         return self._input.cardinality()
+
+    @property
+    def element_spec(self) -> Any:
+        """Shapes from the first element, with the leading dimension static only where it is static in the
+        input and kept by the function (what tracing the function would tell TF)."""
+        input_spec = self._input.element_spec
+        try:
+            output_spec = super().element_spec
+        except UnknownSpecError:  # no data: trace the function on zeros of the input's type, as TF traces it
+            dummy = nest.map_structure(
+                lambda s: np.zeros(tuple(0 if d is None else d for d in s.shape), s.dtype), input_spec)
+            try:
+                output_spec = nest.map_structure(TensorSpec.of, _tensors(_call(self.fn, dummy)))
+            except Exception as exc:
+                raise UnknownSpecError(f"cannot infer the element_spec of an empty mapped dataset: {exc}") from None
+        leading = {s.shape[0] if s.shape else None for s in nest.flatten(input_spec)}
+        static = leading.pop() if len(leading) == 1 else None
+        return nest.map_structure(
+            lambda s: s if s.shape and s.shape[0] == static else TensorSpec((None, *s.shape[1:]), s.dtype)
+            if s.shape else s, output_spec)
 
 
 class FilterDataset(UnaryDataset):

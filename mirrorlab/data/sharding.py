@@ -4,14 +4,14 @@
    ``batch_sizes_for_worker`` sizes (RebatchDatasetV2); otherwise the legacy ceil split is used.
 2. Auto-shard by policy: OFF (nothing), FILE (shard the file list under every reader; a source that
    is not a file reader cannot be sharded), DATA (legacy ceil split of each global batch, then keep every
-   W-th piece), AUTO (FILE for file readers, else DATA with TF's warning), HINT.
+   W-th piece), AUTO (FILE for file readers, else DATA with TF's warning), HINT. An explicit FILE policy
+   on a source that is not a file reader raises NotFoundError right away, as TF does.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 from .. import errors
 from .batching import LegacyRebatchDataset, NotBatchedError, RebatchDataset, batch_sizes_for_worker, compute_batch_size
@@ -19,26 +19,9 @@ from .dataset import Dataset, PassThroughDataset, PrefetchDataset, ShardDataset,
 from .options import SHARD_HINT, AutoShardPolicy
 from .sources import FlatMapDataset, ReaderDataset, SourceDataset
 
-__all__ = ["worker_pipeline", "auto_shard", "ErrorDataset"]
+__all__ = ["worker_pipeline", "auto_shard"]
 
 log = logging.getLogger("mirrorlab")
-
-
-class ErrorDataset(Dataset):
-    """Raises ``error`` when iterated: TF reports failed rewrites lazily, at the first ``next()``."""
-
-    def __init__(self, error: errors.OpError, original: Dataset) -> None:
-        self.error = error
-        self._inputs = (original,)
-
-    def _iterate(self) -> Iterator[Any]:
-        def fail() -> Any:
-            raise errors.clone(self.error)
-        return iter(fail, None)
-
-    @property
-    def element_spec(self) -> Any:
-        return self._inputs[0].element_spec
 
 
 def _transform(node: Dataset, visit: Callable[[Dataset], Dataset | None]) -> Dataset:
@@ -108,7 +91,7 @@ def auto_shard(dataset: Dataset, num_workers: int, index: int, num_replicas: int
             return shard_by_file(dataset, num_workers, index)
         except errors.NotFoundError as exc:
             if policy == AutoShardPolicy.FILE:
-                return ErrorDataset(exc, dataset)
+                raise  # TF reports it from experimental_distribute_dataset itself
             log.warning("AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE sharding "
                         "policy because of the following reason: %s", exc.message)
     return shard_by_data(dataset, num_workers, index, num_replicas)

@@ -90,6 +90,10 @@ class TensorDataset(SourceDataset):
     def cardinality(self) -> int:
         return 1
 
+    @property
+    def element_spec(self) -> Any:
+        return nest.map_structure(TensorSpec.of, self.tensors)
+
     def describe(self) -> str:
         return "TensorDataset"
 

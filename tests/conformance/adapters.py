@@ -86,6 +86,17 @@ class Api:
         """True for PerReplica/Mirrored values (distributed variables excluded)."""
         raise NotImplementedError
 
+    # The dataset conformance cases (dataset_cases.py) also use ``api.data`` (``tf.data`` / ``ml.data``).
+    data: Any
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        """``value`` converted to the NumPy-named ``dtype`` (``tf.cast`` on TF)."""
+        raise NotImplementedError
+
+    def parse_int64(self, line: Any) -> Any:
+        """A text line (scalar byte string) parsed as an int64 scalar (``tf.strings.to_number`` on TF)."""
+        raise NotImplementedError
+
     def strategy_for(self, setup: str) -> Any:
         """The strategy a setup runs its cases on: A = MirroredStrategy over 2 CPUs, else MWMS."""
         return self.mirrored(2) if setup == "A" else self.mwms()
@@ -157,6 +168,7 @@ class MirrorlabApi(Api):
         self.has_strategy = ml.has_strategy
         self.in_cross_replica_context = ml.in_cross_replica_context
         self.MultiWorkerMirroredStrategy = ml.MultiWorkerMirroredStrategy
+        self.data = ml.data
 
     def constant(self, value: Any, dtype: str | None = None) -> Any:
         """A NumPy array with TF's dtype inference for Python values."""
@@ -173,6 +185,14 @@ class MirrorlabApi(Api):
     def is_distributed_values(self, value: Any) -> bool:
         """``ml.DistributedValues`` (mirrorlab's distributed variables are not among them)."""
         return isinstance(value, self._ml.DistributedValues)
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        """``np.asarray(value).astype(dtype)``."""
+        return np.asarray(value).astype(dtype)
+
+    def parse_int64(self, line: Any) -> Any:
+        """``line.astype(np.int64)`` (NumPy parses byte strings of digits)."""
+        return np.asarray(line).astype(np.int64)
 
     def run_setup(self, case: Case, setup: str) -> list[Result]:
         """A and B in this process; C and Cchief on a simulated 2-worker cluster (with a chief for Cchief)."""
@@ -212,6 +232,7 @@ class TfApi(Api):
         self.has_strategy = tf.distribute.has_strategy
         self.in_cross_replica_context = tf.distribute.in_cross_replica_context
         self.MultiWorkerMirroredStrategy = tf.distribute.MultiWorkerMirroredStrategy
+        self.data = tf.data
 
     def constant(self, value: Any, dtype: str | None = None) -> Any:
         """``tf.constant``."""
@@ -233,3 +254,11 @@ class TfApi(Api):
     def is_distributed_values(self, value: Any) -> bool:
         """``tf.distribute.DistributedValues`` that are not variables."""
         return isinstance(value, self.tf.distribute.DistributedValues) and not isinstance(value, self.tf.Variable)
+
+    def cast(self, value: Any, dtype: str) -> Any:
+        """``tf.cast``."""
+        return self.tf.cast(value, dtype)
+
+    def parse_int64(self, line: Any) -> Any:
+        """``tf.strings.to_number(line, tf.int64)``."""
+        return self.tf.strings.to_number(line, self.tf.int64)

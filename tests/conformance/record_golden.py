@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cluster_mode(setup: str, work: Path) -> None:
-    """Child inside ``unshare -n``: start both workers of ``setup`` and wait for them (bounded)."""
+def run_workers(setup: str, worker_command: Callable[[int], list[str]], logs: list[Path],
+                timeout_s: float = WORKER_TIMEOUT_S) -> list[int | None]:
+    """Start the two workers of ``setup`` on 127.0.0.1 (``worker_command(rank)``, output to ``logs[rank]``) and
+    wait for them, killing the ones still running after ``timeout_s``. Returns their exit codes."""
     addresses = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
     if setup == "Cchief":
         cluster, tasks = {"chief": addresses[:1], "worker": addresses[1:]}, [("chief", 0), ("worker", 0)]
@@ -106,23 +109,37 @@ def cluster_mode(setup: str, work: Path) -> None:
     for rank, (task_type, index) in enumerate(tasks):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}))
-        with (work / f"{setup}_w{rank}.log").open("w") as log:
+        with logs[rank].open("w") as log:
             # Same process group as this process, so the parent's timeout kills the workers too.
-            processes.append(subprocess.Popen(
-                [sys.executable, SCRIPT, "worker", setup, str(work / f"{setup}_w{rank}.json")],
-                stdout=log, stderr=subprocess.STDOUT, env=env))
-    deadline = time.monotonic() + WORKER_TIMEOUT_S
+            processes.append(subprocess.Popen(worker_command(rank), stdout=log, stderr=subprocess.STDOUT, env=env))
+    deadline = time.monotonic() + timeout_s
     try:
         for process in processes:
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        print(f"[record_golden] {setup}: the workers ran past {WORKER_TIMEOUT_S} s; killing them", flush=True)
+        print(f"[record_golden] {setup}: the workers ran past {timeout_s} s; killing them", flush=True)
     finally:
         for process in processes:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    sys.exit(0 if [p.returncode for p in processes] == [0, 0] else 1)
+    return [p.returncode for p in processes]
+
+
+def cluster_mode(setup: str, work: Path) -> None:
+    """Child inside ``unshare -n``: start both workers of ``setup`` and wait for them (bounded)."""
+    def command(rank: int) -> list[str]:
+        """Worker ``rank`` records its results into ``work``."""
+        return [sys.executable, SCRIPT, "worker", setup, str(work / f"{setup}_w{rank}.json")]
+
+    codes = run_workers(setup, command, [work / f"{setup}_w{rank}.log" for rank in (0, 1)])
+    sys.exit(0 if codes == [0, 0] else 1)
+
+
+def run_in_private_network(command: list[str], timeout_s: float, log: Path) -> int:
+    """Run ``command`` (bounded, see ``run_bounded``) in a new network namespace with only loopback up."""
+    inner = f"ip link set lo up && exec {shlex.join(command)}"
+    return run_bounded(["unshare", "-n", "sh", "-c", inner], timeout_s, log)
 
 
 def record(setups: list[str]) -> None:
@@ -141,9 +158,8 @@ def record(setups: list[str]) -> None:
                     print(f"{setup}: {len(cases)} cases recorded")
         for setup in (s for s in ("C", "Cchief") if s in setups):
             log = work / f"{setup}_cluster.log"
-            child = shlex.join([sys.executable, SCRIPT, "cluster", setup, str(work)])
-            inner = f"ip link set lo up && exec {child}"
-            code = run_bounded(["unshare", "-n", "sh", "-c", inner], CLUSTER_TIMEOUT_S, log)
+            code = run_in_private_network([sys.executable, SCRIPT, "cluster", setup, str(work)],
+                                          CLUSTER_TIMEOUT_S, log)
             require_success(code, f"setup {setup}", [log] + [work / f"{setup}_w{rank}.log" for rank in (0, 1)])
             workers = [json.loads((work / f"{setup}_w{rank}.json").read_text()) for rank in (0, 1)]
             cases = {name: [w["results"][name] for w in workers] for name in recorded_cases(setup)}
