@@ -33,7 +33,6 @@ class SimNetwork:
         self._last_arrival: dict[tuple[int, int, int], float] = {}
         self.messages = 0
         self.dropped = 0
-        self.bytes = 0
 
     def box(self, group: int, src: int, dst: int) -> deque:
         return self._boxes.setdefault((group, src, dst), deque())
@@ -61,7 +60,6 @@ class SimNetwork:
         self.messages += 1
         if when is None:
             return
-        self.bytes += nbytes
         self._at(when, lambda: self._deliver(key, message))
 
     def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:

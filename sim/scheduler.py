@@ -25,10 +25,9 @@ WOKEN = "woken"
 class SimThread:
     """A simulated thread: runs ``fn`` when given the baton, one step at a time."""
 
-    def __init__(self, scheduler: "Scheduler", name: str, fn: Callable[[], None], order: int) -> None:
+    def __init__(self, scheduler: "Scheduler", name: str, fn: Callable[[], None]) -> None:
         self.scheduler = scheduler
         self.name = name
-        self.order = order
         self._fn = fn
         self._go = threading.Lock()
         self._go.acquire()
@@ -69,7 +68,7 @@ class Scheduler:
 
     def spawn(self, name: str, fn: Callable[[], None]) -> SimThread:
         """Create a runnable simulated thread (it starts when the scheduler gives it the baton)."""
-        thread = SimThread(self, name, fn, len(self.threads))
+        thread = SimThread(self, name, fn)
         self.threads.append(thread)
         self._runnable.append(thread)
         self._live += 1

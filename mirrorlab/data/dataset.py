@@ -91,6 +91,10 @@ class Dataset(ABC):
     @property
     def element_spec(self) -> Any:
         """A nest of ``TensorSpec`` (taken from the first element when it cannot be known statically)."""
+        return self._peek_spec()
+
+    def _peek_spec(self) -> Any:
+        """The spec of this dataset's first element."""
         first = next(iter(self), None)
         if first is None:
             raise UnknownSpecError("cannot infer the element_spec of an empty dataset whose element type depends "
@@ -225,7 +229,7 @@ class Dataset(ABC):
 
 
 class UnaryDataset(Dataset):
-    """A transformation of a single input."""
+    """A transformation of a single input; by default it keeps the input's element type and count."""
 
     def __init__(self, input_dataset: Dataset) -> None:
         self._inputs = (input_dataset,)
@@ -233,6 +237,13 @@ class UnaryDataset(Dataset):
     @property
     def _input(self) -> Dataset:
         return self._inputs[0]
+
+    def cardinality(self) -> int:
+        return self._input.cardinality()
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
 
 
 class PassThroughDataset(UnaryDataset):
@@ -244,13 +255,6 @@ class PassThroughDataset(UnaryDataset):
 
     def _iterate(self) -> Iterator[Any]:
         return iter(self._input)
-
-    def cardinality(self) -> int:
-        return self._input.cardinality()
-
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
 
 
 class PrefetchDataset(PassThroughDataset):
@@ -268,16 +272,13 @@ class MapDataset(UnaryDataset):
         for element in self._input:
             yield _tensors(_call(self.fn, element))
 
-    def cardinality(self) -> int:
-        return self._input.cardinality()
-
     @property
     def element_spec(self) -> Any:
         """Shapes from the first element, with the leading dimension static only where it is static in the
         input and kept by the function (what tracing the function would tell TF)."""
         input_spec = self._input.element_spec
         try:
-            output_spec = super().element_spec
+            output_spec = self._peek_spec()
         except UnknownSpecError:  # no data: trace the function on zeros of the input's type, as TF traces it
             dummy = nest.map_structure(
                 lambda s: np.zeros(tuple(0 if d is None else d for d in s.shape), s.dtype), input_spec)
@@ -297,6 +298,9 @@ class FilterDataset(UnaryDataset):
         super().__init__(input_dataset)
         self.predicate = predicate
 
+    def cardinality(self) -> int:
+        return UNKNOWN_CARDINALITY
+
     def _iterate(self) -> Iterator[Any]:
         for element in self._input:
             keep = np.asarray(_call(self.predicate, element))
@@ -305,10 +309,6 @@ class FilterDataset(UnaryDataset):
                     f"`predicate` return type must be a scalar bool, got {keep.dtype.name} of shape {keep.shape}")
             if keep:
                 yield element
-
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
 
 
 class ShuffleDataset(UnaryDataset):
@@ -341,13 +341,6 @@ class ShuffleDataset(UnaryDataset):
             buffer[i], buffer[-1] = buffer[-1], buffer[i]
             yield buffer.pop()
 
-    def cardinality(self) -> int:
-        return self._input.cardinality()
-
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
-
 
 class RepeatDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, count: int | None) -> None:
@@ -372,10 +365,6 @@ class RepeatDataset(UnaryDataset):
             return n if self.count else 0
         return n * self.count
 
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
-
 
 class TakeDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, count: int) -> None:
@@ -393,10 +382,6 @@ class TakeDataset(UnaryDataset):
             return self.count
         return UNKNOWN_CARDINALITY if n == UNKNOWN_CARDINALITY else min(n, self.count)
 
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
-
 
 class SkipDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, count: int) -> None:
@@ -411,10 +396,6 @@ class SkipDataset(UnaryDataset):
         if n < 0:
             return n
         return 0 if self.count < 0 else max(0, n - self.count)
-
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
 
 
 class ShardDataset(UnaryDataset):
@@ -462,10 +443,6 @@ class ShardDataset(UnaryDataset):
         if n < 0:
             return n
         return max(0, (n - self.index + self.num_shards - 1) // self.num_shards)
-
-    @property
-    def element_spec(self) -> Any:
-        return self._input.element_spec
 
 
 def _too_few_files(seen: int, shards: int) -> str:

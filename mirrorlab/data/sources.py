@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 
 import glob
 from collections.abc import Callable, Iterator
@@ -138,6 +138,10 @@ class ReaderDataset(UnaryDataset):
     def cardinality(self) -> int:
         return UNKNOWN_CARDINALITY
 
+    @property
+    def element_spec(self) -> Any:
+        return self._peek_spec()  # records, not the file names of the input
+
 
 class TextLineDataset(ReaderDataset):
     """Lines of text files (without the line ending) as scalar byte strings."""
@@ -249,3 +253,7 @@ class FlatMapDataset(UnaryDataset):
 
     def cardinality(self) -> int:
         return UNKNOWN_CARDINALITY
+
+    @property
+    def element_spec(self) -> Any:
+        return self._peek_spec()  # the inner datasets' elements, not the input's
