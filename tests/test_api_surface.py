@@ -70,3 +70,11 @@ def test_trace_notes_survive_serialization():
     assert len(set(again.notes[0].details["digests"])) == 2  # the two local mirrors differ
     with pytest.raises(ValueError, match="not a mirrorlab trace"):
         Trace.from_jsonl('{"something": 1}\n')
+
+
+def test_per_replica_input_mode_is_refused_as_tf_does():
+    strategy = ml.MultiWorkerMirroredStrategy()
+    options = ml.distribute.InputOptions(experimental_replication_mode=ml.distribute.InputReplicationMode.PER_REPLICA)
+    with pytest.raises(NotImplementedError, match="InputReplicationMode.PER_REPLICA is only supported in "
+                                                  "`distribute_datasets_from_function` of tf.distribute.MirroredStrategy"):
+        strategy.experimental_distribute_dataset(md.Dataset.range(4).batch(2), options)
