@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
-from .dataset import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, FilterDataset, PassThroughDataset,
-                      RepeatDataset, ShardDataset, ShuffleDataset, SkipDataset, TakeDataset, TensorSpec,
-                      UnaryDataset, UnknownSpecError)
+from .dataset import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, CacheDataset, Dataset, FilterDataset,
+                      PassThroughDataset,
+                      RepeatDataset, ShardDataset, SkipDataset, TakeDataset, TensorSpec, UnaryDataset,
+                      UnknownSpecError)
+from .shuffling import ShuffleDataset
 
 __all__ = ["BatchDataset", "UnbatchDataset", "RebatchDataset", "LegacyRebatchDataset", "batch_sizes_for_worker",
            "compute_batch_size", "empty_batch", "NotBatchedError"]
@@ -115,8 +117,15 @@ class UnbatchDataset(UnaryDataset):
                 yield nest.map_structure(lambda c: c[i], element)
 
     def cardinality(self) -> int:
+        """TF's: the input's count times its static batch size, when every component has the same one."""
         n = self._input.cardinality()
-        return n if n == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+        if n < 0:
+            return n
+        try:
+            firsts = {s.shape[0] if s.shape else None for s in nest.flatten(self._input.element_spec)}
+        except UnknownSpecError:
+            return UNKNOWN_CARDINALITY
+        return n * firsts.pop() if len(firsts) == 1 and None not in firsts else UNKNOWN_CARDINALITY
 
     @property
     def element_spec(self) -> Any:
@@ -221,7 +230,7 @@ class NotBatchedError(ValueError):
 
 
 _PRESERVES_BATCH = (FilterDataset, RepeatDataset, ShuffleDataset, TakeDataset, SkipDataset, ShardDataset,
-                    PassThroughDataset)
+                    PassThroughDataset, CacheDataset)
 
 
 def compute_batch_size(dataset: Dataset) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import contextvars
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -95,7 +96,7 @@ class Dataset(ABC):
 
     def _peek_spec(self) -> Any:
         """The spec of this dataset's first element."""
-        first = next(iter(self), None)
+        first = self._peek()
         if first is None:
             raise UnknownSpecError("cannot infer the element_spec of an empty dataset whose element type depends "
                                    "on a map function; give the pipeline at least one element")
@@ -104,7 +105,22 @@ class Dataset(ABC):
     # -- iteration ---------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        return self._iterate()
+        if _PIPELINE_OPTIONS.get() is not None:
+            return self._iterate()  # an input of a pipeline being iterated
+        return _PipelineIterator(self, self.options())
+
+    def _initialize_iterators(self) -> None:
+        """What creating an iterator does besides reading (TF creates the input iterators at once; a
+        shuffle draws its seeds then): used where TF creates an iterator that is never read."""
+        for child in self._inputs:
+            child._initialize_iterators()
+
+    def _peek(self) -> Any:
+        """The first element (None if there is none), read without advancing any shuffle's seeds."""
+        from .shuffling import peeking
+
+        with peeking():
+            return next(iter(self), None)
 
     def as_numpy_iterator(self) -> Iterator[Any]:
         return iter(self)
@@ -196,8 +212,10 @@ class Dataset(ABC):
 
     def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
                 name: Any = None) -> "Dataset":
-        """Sample uniformly from a buffer of ``buffer_size`` elements (seeded: deterministic)."""
-        return ShuffleDataset(self, int(buffer_size), seed, reshuffle_each_iteration)
+        """Sample uniformly from a buffer of ``buffer_size`` elements: TF's order for a given seed."""
+        from .shuffling import ShuffleDataset
+
+        return ShuffleDataset(self, int(buffer_size), seed, bool(reshuffle_each_iteration))
 
     def repeat(self, count: int | None = None, name: Any = None) -> "Dataset":
         return RepeatDataset(self, None if count is None or count < 0 else int(count))
@@ -217,7 +235,9 @@ class Dataset(ABC):
         return PrefetchDataset(self, buffer_size)
 
     def cache(self, filename: str = "", name: Any = None) -> "Dataset":
-        return PassThroughDataset(self, "cache")
+        """Keep the elements of the first complete iteration and replay them on every later one (TF's
+        in-memory cache; with a ``filename`` TF keeps them in files instead, which mirrorlab does not)."""
+        return CacheDataset(self)
 
     def with_options(self, options: Options, name: Any = None) -> "Dataset":
         """This dataset with ``options`` (e.g. the auto-shard policy) applied."""
@@ -226,6 +246,37 @@ class Dataset(ABC):
         node = PassThroughDataset(self, "options")
         node._options = options
         return node
+
+
+_PIPELINE_OPTIONS: contextvars.ContextVar[Options | None] = contextvars.ContextVar("mirrorlab_pipeline_options",
+                                                                                default=None)
+
+
+def pipeline_options() -> Options:
+    """The options of the pipeline whose iterator is running (TF applies them to the whole graph)."""
+    return _PIPELINE_OPTIONS.get() or Options()
+
+
+class _PipelineIterator:
+    """The iterator of a whole pipeline: its nodes see the pipeline's options while producing an element."""
+
+    def __init__(self, dataset: Dataset, options: Options) -> None:
+        self._options = options
+        token = _PIPELINE_OPTIONS.set(options)
+        try:
+            self._elements = dataset._iterate()
+        finally:
+            _PIPELINE_OPTIONS.reset(token)
+
+    def __iter__(self) -> "_PipelineIterator":
+        return self
+
+    def __next__(self) -> Any:
+        token = _PIPELINE_OPTIONS.set(self._options)
+        try:
+            return next(self._elements)
+        finally:
+            _PIPELINE_OPTIONS.reset(token)
 
 
 class UnaryDataset(Dataset):
@@ -261,6 +312,35 @@ class PrefetchDataset(PassThroughDataset):
     def __init__(self, input_dataset: Dataset, buffer_size: int) -> None:
         super().__init__(input_dataset, "prefetch")
         self.buffer_size = buffer_size
+
+
+class CacheDataset(UnaryDataset):
+    """``cache()``: a pass that reaches the end is kept and replayed; an unfinished pass is discarded."""
+
+    def __init__(self, input_dataset: Dataset) -> None:
+        super().__init__(input_dataset)
+        self._memory: dict[str, list[Any]] = {}
+
+    def _replace_inputs(self, inputs: tuple[Dataset, ...]) -> Dataset:
+        clone = super()._replace_inputs(inputs)
+        assert isinstance(clone, CacheDataset)
+        clone._memory = {}  # other input, other cache
+        return clone
+
+    def _iterate(self) -> Iterator[Any]:
+        cached = self._memory.get("elements")
+        return iter(cached) if cached is not None else self._fill()
+
+    def _fill(self) -> Iterator[Any]:
+        elements = []
+        for element in self._input:
+            elements.append(element)
+            yield element
+        self._memory.setdefault("elements", elements)
+
+    def _initialize_iterators(self) -> None:
+        if "elements" not in self._memory:
+            super()._initialize_iterators()
 
 
 class MapDataset(UnaryDataset):
@@ -311,51 +391,38 @@ class FilterDataset(UnaryDataset):
                 yield element
 
 
-class ShuffleDataset(UnaryDataset):
-    def __init__(self, input_dataset: Dataset, buffer_size: int, seed: int | None, reshuffle: bool) -> None:
-        super().__init__(input_dataset)
-        if buffer_size < 1:
-            raise errors.InvalidArgumentError(f"buffer_size must be greater than zero, got {buffer_size}")
-        self.buffer_size = buffer_size
-        self.seed = seed
-        self.reshuffle = reshuffle
-        self._epochs = itertools.count()
-
-    def _rng(self) -> np.random.Generator:
-        from .seeding import dataset_seed
-
-        base = dataset_seed(self.seed)
-        return np.random.default_rng([base, next(self._epochs)] if self.reshuffle else [base])
-
-    def _iterate(self) -> Iterator[Any]:
-        rng = self._rng()
-        buffer: list[Any] = []
-        for element in self._input:
-            buffer.append(element)
-            if len(buffer) >= self.buffer_size:
-                i = int(rng.integers(len(buffer)))
-                buffer[i], buffer[-1] = buffer[-1], buffer[i]
-                yield buffer.pop()
-        while buffer:
-            i = int(rng.integers(len(buffer)))
-            buffer[i], buffer[-1] = buffer[-1], buffer[i]
-            yield buffer.pop()
-
-
 class RepeatDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, count: int | None) -> None:
         super().__init__(input_dataset)
         self.count = count
 
     def _iterate(self) -> Iterator[Any]:
-        rounds = itertools.count() if self.count is None else range(self.count)
-        for _ in rounds:
-            empty = True
-            for element in self._input:
-                empty = False
-                yield element
-            if empty:
-                return
+        from .shuffling import ShuffleDataset
+
+        optimization = pipeline_options().experimental_optimization
+        if isinstance(self._input, ShuffleDataset) and optimization.enabled("shuffle_and_repeat_fusion"):
+            return self._input.iterate_epochs(self.count)  # TF's ShuffleAndRepeat: one iterator for all epochs
+        if self.count == 1 and optimization.enabled("noop_elimination"):
+            return iter(self._input)
+        return self._rounds()
+
+    def _rounds(self) -> Iterator[Any]:
+        if self.count is None:  # forever, until an epoch is empty
+            while True:
+                empty = True
+                for element in self._input:
+                    empty = False
+                    yield element
+                if empty:
+                    return
+        for _ in range(self.count):
+            yield from self._input
+        if self.count:
+            self._input._initialize_iterators()  # TF creates one more input iterator after the last round
+
+    def _initialize_iterators(self) -> None:
+        if self.count != 0:
+            super()._initialize_iterators()
 
     def cardinality(self) -> int:
         n = self._input.cardinality()
@@ -389,7 +456,9 @@ class SkipDataset(UnaryDataset):
         self.count = count
 
     def _iterate(self) -> Iterator[Any]:
-        return iter(()) if self.count < 0 else itertools.islice(iter(self._input), self.count, None)
+        if self.count < 0:  # skips the whole input (reading it, as TF does)
+            return (element for element in self._input if False)
+        return itertools.islice(iter(self._input), self.count, None)
 
     def cardinality(self) -> int:
         n = self._input.cardinality()

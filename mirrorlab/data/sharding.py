@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from .. import errors
 from .batching import LegacyRebatchDataset, NotBatchedError, RebatchDataset, batch_sizes_for_worker, compute_batch_size
-from .dataset import Dataset, PassThroughDataset, PrefetchDataset, ShardDataset, ShuffleDataset
+from .dataset import Dataset, PassThroughDataset, PrefetchDataset, ShardDataset
+from .shuffling import ShuffleDataset
 from .options import SHARD_HINT, AutoShardPolicy
 from .sources import FlatMapDataset, ReaderDataset, SourceDataset
 

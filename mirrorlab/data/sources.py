@@ -246,7 +246,7 @@ class FlatMapDataset(UnaryDataset):
 
     def reads_files(self) -> bool:
         """Whether ``fn`` builds a file reader (then FILE sharding splits this node's input)."""
-        sample = next(iter(self._input), None)
+        sample = self._input._peek()
         if sample is None:
             return False
         return any(isinstance(node, ReaderDataset) for node in self._dataset_for(sample)._walk())
