@@ -70,6 +70,52 @@ def test_backup_and_restore_after_a_worker_crash_matches_an_uninterrupted_run(tm
     assert not (tmp_path / "backup" / "chief").exists()
 
 
+class WeightLog(keras.callbacks.Callback):
+    """Appends the model's weights to ``log[task_id]`` after every batch (``when="batch"``) or once the
+    training begins (``when="begin"``, i.e. after BackupAndRestore restored them)."""
+
+    def __init__(self, log: dict, when: str) -> None:
+        super().__init__()
+        self.log, self.when = log, when
+
+    def _record(self) -> None:
+        task = self.model.distribute_strategy.cluster_resolver.task_id
+        self.log.setdefault(task, []).append([w.numpy().tobytes() for w in self.model.weights])
+
+    def on_train_begin(self, logs=None):
+        if self.when == "begin":
+            self._record()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.when == "batch":
+            self._record()
+
+
+def test_backup_every_n_batches_restarts_the_interrupted_epoch_from_the_mid_epoch_weights(tmp_path):
+    # TF 2.21 (Keras 3): save_freq=3 saves after global batches 3, 6 and 9 (4 per epoch); the crash at step 10
+    # resumes at epoch 2 (the interrupted one, from its start) with the weights saved after batch 9.
+    backup = str(tmp_path / "backup")
+    after_batch: dict = {}
+    restored: dict = {}
+    crashed = SimCluster(workers=2, faults=[Crash(1, at_step=10)]).run(
+        train_program, 4, 16, "adam",
+        lambda: [keras.callbacks.BackupAndRestore(backup, save_freq=3), WeightLog(after_batch, "batch")])
+    assert isinstance(crashed[1], errors.SimulatedCrash)
+    assert len(after_batch[0]) >= 9
+    resumed = SimCluster(workers=2).run(
+        train_program, 4, 16, "adam",
+        lambda: [keras.callbacks.BackupAndRestore(backup, save_freq=3), WeightLog(restored, "begin")])
+    assert [epochs for _, _, epochs in resumed.values()] == [[2, 3], [2, 3]]
+    assert restored[0] == restored[1] == [after_batch[0][8]]
+
+
+def test_backup_and_restore_rejects_a_bad_save_freq(tmp_path):
+    with pytest.raises(ValueError, match="save_freq=0"):
+        keras.callbacks.BackupAndRestore(str(tmp_path), save_freq=0)
+    with pytest.raises(ValueError, match="Empty `backup_dir`"):
+        keras.callbacks.BackupAndRestore("")
+
+
 def test_compute_average_loss_matches_tf():
     assert float(ml.nn.compute_average_loss(np.array([1.0, 2.0, 3.0], np.float32))) == 2.0
     assert float(ml.nn.compute_average_loss([1.0, 2.0, 3.0], global_batch_size=6)) == 1.0

@@ -100,20 +100,31 @@ class LambdaCallback(Callback):
 class BackupAndRestore(Callback):
     """Resume training after a worker restart (TF's ``BackupAndRestore``).
 
-    At the end of each epoch every worker saves model and optimizer (a collective): the chief to
-    ``backup_dir/chief``, the others to a ``workertemp_<task_id>`` directory, which they delete. When
-    ``fit`` starts, every worker restores from ``backup_dir/chief`` if a backup exists and training
-    resumes at the epoch after the saved one. The backup is deleted when training ends."""
+    Every worker saves model, optimizer and progress (a collective): the chief to ``backup_dir/chief``,
+    the others to a ``workertemp_<task_id>`` directory, which they delete. ``save_freq="epoch"`` saves
+    at the end of each epoch; an integer saves every ``save_freq`` batches, counted across epochs as
+    TF 2.21 (Keras 3) counts them. When ``fit`` starts, every worker restores from ``backup_dir/chief``
+    if a backup exists: training resumes at the epoch after the last completed one (a backup taken
+    inside an epoch restarts that epoch, with the weights it had then, as TF 2.21 does). The backup is
+    deleted when training ends unless ``delete_checkpoint=False``."""
 
-    def __init__(self, backup_dir: str | os.PathLike, save_freq: str = "epoch", delete_checkpoint: bool = True) -> None:
+    def __init__(self, backup_dir: str | os.PathLike, save_freq: str | int = "epoch",
+                 delete_checkpoint: bool = True) -> None:
         super().__init__()
-        if save_freq != "epoch":
-            raise ValueError(f"mirrorlab's BackupAndRestore saves once per epoch; save_freq={save_freq!r} is not "
-                             "supported. Fix: use save_freq='epoch'.")
+        if not backup_dir:
+            raise ValueError("Empty `backup_dir` argument passed")
+        if save_freq != "epoch" and (not isinstance(save_freq, int) or isinstance(save_freq, bool)
+                                     or save_freq < 1):
+            raise ValueError(f"Invalid value for argument `save_freq`. Received: save_freq={save_freq}. "
+                             "Expected either 'epoch' or a positive integer (save every that many batches).")
         self.backup_dir = str(backup_dir)
+        self.save_freq = save_freq
         self.delete_checkpoint = delete_checkpoint
         self._manager: CheckpointManager | None = None
         self._strategy: Any = None
+        self._epoch = 0
+        self._last_batch_seen = 0
+        self._batches_since_save = 0
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         model = self.model
@@ -127,9 +138,27 @@ class BackupAndRestore(Callback):
             checkpoint.restore(self._manager.latest_checkpoint).assert_existing_objects_matched()
             model._initial_epoch = int(self._saved_epoch.numpy()) + 1
 
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.save_freq == "epoch":
+            return
+        added = batch + 1 if batch <= self._last_batch_seen else batch - self._last_batch_seen
+        self._last_batch_seen = batch
+        self._batches_since_save += added
+        if self._batches_since_save >= self.save_freq:
+            self._batches_since_save = 0
+            self._save(completed_epoch=self._epoch - 1)
+
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self._last_batch_seen = 0
+        if self.save_freq == "epoch":
+            self._save(completed_epoch=epoch)
+
+    def _save(self, completed_epoch: int) -> None:
         with self._strategy.scope():
-            self._saved_epoch.assign(np.int64(epoch))
+            self._saved_epoch.assign(np.int64(completed_epoch))
         self._manager.save()
 
     def on_train_end(self, logs: dict | None = None) -> None:
