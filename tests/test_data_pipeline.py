@@ -362,6 +362,13 @@ def test_interleave_of_ragged_inputs_refills_slots_like_tf(cycle_length, block_l
     assert items(ds) == expected
 
 
+def test_interleave_without_cycle_length_uses_one_slot_per_schedulable_core(monkeypatch):
+    """TF's default (AUTOTUNE) cycle length is the number of CPU cores the process may run on."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    ds = Dataset.range(4).interleave(lambda x: Dataset.range(x * 10, x * 10 + 2))
+    assert items(ds) == [0, 10, 20, 1, 11, 21, 30, 31]
+
+
 def test_flat_map_concatenates_in_input_order():
     """flat_map concatenates the datasets its function returns, input by input."""
     assert items(Dataset.range(3).flat_map(lambda x: Dataset.range(x * 10, x * 10 + 2))) == [0, 1, 10, 11, 20, 21]

@@ -208,7 +208,8 @@ class Dataset(ABC):
         """Alternate between ``cycle_length`` of the datasets ``map_func`` returns, ``block_length`` at a time."""
         from .sources import FlatMapDataset
 
-        return FlatMapDataset(self, map_func, cycle_length=cycle_length or 1, block_length=block_length)
+        return FlatMapDataset(self, map_func, cycle_length=AUTOTUNE if cycle_length is None else cycle_length,
+                              block_length=block_length)
 
     def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
                 name: Any = None) -> "Dataset":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 import glob
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .. import errors, nest
 from ..tensor import as_tensor
-from .dataset import UNKNOWN_CARDINALITY, Dataset, TensorSpec, UnaryDataset, _call, _tensors
+from .dataset import AUTOTUNE, UNKNOWN_CARDINALITY, Dataset, TensorSpec, UnaryDataset, _call, _tensors
 
 __all__ = ["RangeDataset", "TensorSliceDataset", "TensorDataset", "TextLineDataset", "NumpyFileDataset",
            "FlatMapDataset", "ReaderDataset", "list_files"]
@@ -203,8 +204,8 @@ class FlatMapDataset(UnaryDataset):
 
     def __init__(self, input_dataset: Dataset, fn: Callable, cycle_length: int, block_length: int) -> None:
         super().__init__(input_dataset)
-        if cycle_length == -1:
-            cycle_length = 1
+        if cycle_length == AUTOTUNE:  # TF: one input at a time per schedulable CPU core
+            cycle_length = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.fn = fn
         self.cycle_length = max(1, int(cycle_length))
         self.block_length = max(1, int(block_length))

@@ -12,6 +12,7 @@ from ..collective.communicator import FIX_DESYNC
 from ..communication import Options
 from ..tensor import as_tensor
 from . import context
+from .one_device import check_batch_placement
 from .regroup import regroup, select_replica
 from .replica_pool import MERGE_CALL, SyncRequest
 
@@ -61,7 +62,8 @@ class ReplicaContext:
         def handler(requests: list[SyncRequest]) -> list[Any]:
             structures = _same_structures(requests)
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
-            results = ext._group.all_reduce(op, by_leaf, requests[0].site, options)
+            one_device = ext._int32_on_one_device and check_batch_placement(by_leaf)
+            results = ext._group.all_reduce(op, by_leaf, requests[0].site, options, addn=one_device)
             return [nest.pack_sequence_as(s, [r.view() for r in results]) for s in structures]
 
         return self._sync(f"all_reduce({op.name})", (value, leaves), handler)

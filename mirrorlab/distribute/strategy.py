@@ -30,6 +30,7 @@ from ..trace import TraceNote
 from . import context
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset
+from .one_device import concat_on_one_device, is_int32
 from .regroup import regroup, select_replica
 from .replica_context import ReplicaContext
 from .replica_pool import InlinePool, SyncRequest, ThreadPool
@@ -63,6 +64,7 @@ class StrategyExtended:
         self._is_chief = is_chief
         self._between_graph = between_graph
         self._step = 0
+        self._int32_on_one_device = False  # TF's MirroredStrategy (ReductionToOneDevice for int32 values)
         self._unsynced: dict[int, tuple[DistributedVariable, str]] = {}
         devices = runtime.devices
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
@@ -165,10 +167,30 @@ class StrategyExtended:
     # -- collectives on local components ------------------------------------------------------------
 
     def _gather_leaves(self, by_leaf: list[list[Any]], axis: int, site: str, options: Options | None) -> list[Any]:
+        out: list[Any] = [None] * len(by_leaf)
+        collective = []
+        for i, leaf in enumerate(by_leaf):
+            if self._int32_on_one_device and is_int32(leaf):
+                out[i] = concat_on_one_device(leaf, axis)
+            else:
+                collective.append(i)
+        for i, gathered in zip(collective, self._gather_collectively([by_leaf[i] for i in collective], axis, site,
+                                                                     options)):
+            out[i] = gathered
+        return out
+
+    def _gather_collectively(self, by_leaf: list[list[Any]], axis: int, site: str,
+                             options: Options | None) -> list[Any]:
+        if not by_leaf:
+            return []
         moved = []
         for leaf in by_leaf:
             rank = leaf[0].ndim
-            if rank == 0 or not -rank <= axis < rank:
+            if axis < 0 and rank > 0:  # TF builds range(axis) when moving the axis to the front
+                raise ValueError(f"Requires start <= limit when delta > 0: 0/{axis}: gather/all_gather take a "
+                                 f"non-negative axis (TF 2.21 fails on negative ones). Fix: pass axis="
+                                 f"{axis % rank if axis >= -rank else 0} for a value of rank {rank}.")
+            if rank == 0 or not 0 <= axis < rank:
                 raise ValueError(f"axis {axis} is out of range for a value of rank {rank} in gather/all_gather. "
                                  "Fix: gather values of rank >= 1 along an existing axis.")
             moved.append([array_module(c).moveaxis(c, axis, 0) for c in leaf])
@@ -266,6 +288,12 @@ class Strategy:
                 raise AssertionError(f"reduce_op must be a tf.distribute.ReduceOp or its name, got {reduce_op!r}")
             raise TypeError(f"Expected `reduce_op` to be a `tf.distribute.ReduceOp`, not: {reduce_op!r}")
         op = ReduceOp.coerce(reduce_op)
+        if axis is not None:
+            try:
+                hash(axis)  # TF caches its per-axis reduce functions in a dict
+            except TypeError as exc:
+                raise TypeError(f"{exc}\nFix: pass `axis` as an int or a tuple of ints, e.g. axis="
+                                f"{tuple(axis) if isinstance(axis, list) else 0}.") from None
         site = user_call_site()
         leaves = nest.flatten(value)
         with context.enter(self, None):
@@ -499,7 +527,9 @@ class MirroredStrategy(Strategy):
             raise ValueError("Must specify at least one device.")
         if len(set(devices)) != len(devices):
             raise ValueError(f"No duplicates allowed in `devices` argument: {devices}")
-        super().__init__(StrategyExtended(self, env.local_runtime(devices), Options()))
+        extended = StrategyExtended(self, env.local_runtime(devices), Options())
+        extended._int32_on_one_device = len(devices) > 1
+        super().__init__(extended)
 
 
 class _DefaultStrategy(Strategy):

@@ -30,7 +30,12 @@ Families (``FAMILIES``; case names are ``<family>_n<n>_G<G>_<POLICY>`` unless sa
 * ``from_function_n<n>_G<G>``: ``distribute_datasets_from_function`` with ``range(n).shard(ctx.num_input_pipelines,
   ctx.input_pipeline_id).batch(ctx.get_per_replica_batch_size(G))``, also recording the InputContext;
 * ``range_unbatched``: an unbatched dataset of scalars; ``from_tensors_vector``: one unbatched element of shape [3]
-  (a static first dimension, which TF takes as the batch dimension).
+  (a static first dimension, which TF takes as the batch dimension);
+* seeded shuffles, each distributed dataset iterated for two epochs (``epoch1``/``epoch2``: the second reshuffles):
+  ``shuffle`` (``range(n).shuffle(B, seed=7).batch(G)``), ``batch_shuffle``, ``shuffle_repeat2`` (TF fuses
+  shuffle and repeat), ``shuffle_fixed`` (``reshuffle_each_iteration=False``), named ``<family>_n<n>_B<B>_G<G>_<POLICY>``;
+  ``shuffled_files<k>_G<G>_<POLICY>``: seeded ``list_files`` of the first k text files, interleaved two at a time
+  (FILE sharding moves the file shuffle after the shard).
 """
 
 from __future__ import annotations
@@ -274,3 +279,49 @@ for _n, _g in itertools.product((0, 1, 5, 8, 13, 16), (2, 3, 4, 8)):
 add("range_unbatched", "unbatched", lambda api, s: distribute(api, s, lambda D: D.range(4), "AUTO"))
 add("from_tensors_vector", "unbatched",
     lambda api, s: distribute(api, s, lambda D: D.from_tensors(np.array([1.0, 2.0, 3.0], np.float32)), "AUTO"))
+
+
+# -- seeded shuffles: TF's order per worker and per epoch ------------------------------------------------------
+
+
+def _two_epochs(api: Any, s: Any, build: Callable[[Any], Any], policy: str | None) -> Result:
+    """Iterate one distributed dataset twice: the second epoch reshuffles with the shuffle's next seeds."""
+    distributed: list[Any] = []
+
+    def make() -> Any:
+        if not distributed:
+            distributed.append(s.experimental_distribute_dataset(with_policy(api, build(api.data.Dataset), policy)))
+        return distributed[0]
+
+    return {"epoch1": iterate(api, s, make, reduce=False), "epoch2": iterate(api, s, make, reduce=False)}
+
+
+SHUFFLES: dict[str, Callable[[Any, int, int, int], Any]] = {
+    "shuffle": lambda D, n, b, g: D.range(n).shuffle(b, seed=7).batch(g),
+    "batch_shuffle": lambda D, n, b, g: D.range(n).batch(g).shuffle(b, seed=3),
+    "shuffle_repeat2": lambda D, n, b, g: D.range(n).shuffle(b, seed=11).repeat(2).batch(g),
+    "shuffle_fixed": lambda D, n, b, g: D.range(n).shuffle(b, seed=5, reshuffle_each_iteration=False).batch(g),
+}
+
+
+def _shuffle_case(variant: str, n: int, b: int, g: int, policy: str) -> Callable[[Any, Any], Result]:
+    return lambda api, s: _two_epochs(api, s, lambda D: SHUFFLES[variant](D, n, b, g), policy)
+
+
+for _v in SHUFFLES:
+    for _n, _b, _g, _p in itertools.product((0, 5, 13), (1, 4, 16), (3, 8), VARIANT_POLICIES):
+        add(f"{_v}_n{_n}_B{_b}_G{_g}_{_p}", _v, _shuffle_case(_v, _n, _b, _g, _p))
+
+
+def _shuffled_files_case(files: int, g: int, policy: str) -> Callable[[Any, Any], Result]:
+    def fn(api: Any, s: Any) -> Result:
+        """Seeded ``list_files`` (FILE sharding moves the shuffle after the shard), one file at a time."""
+        names = text_files()[:files]
+        return _two_epochs(api, s, lambda D: D.list_files(names, seed=3)
+                           .interleave(api.data.TextLineDataset, cycle_length=2)
+                           .map(api.parse_int64).batch(g), policy)
+    return fn
+
+
+for _k, _g, _p in itertools.product((2, 3, 4), (2, 3), ("AUTO", "DATA", "OFF")):
+    add(f"shuffled_files{_k}_G{_g}_{_p}", "shuffled_files", _shuffled_files_case(_k, _g, _p))

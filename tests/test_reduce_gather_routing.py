@@ -1,0 +1,98 @@
+"""Axis and dtype routing in reductions and gathers. TF 2.21's MirroredStrategy over CPUs sends int32 values to
+one device instead of through collectives:
+its gathers are a ConcatV2 (negative axes work, scalars fail), its all-reduces a local AddN, its errors
+poison nothing, and a batch mixing int32 with other dtypes is refused. Expected values observed on TF 2.21."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mirrorlab as ml
+from mirrorlab import errors
+
+
+@pytest.fixture()
+def strategy():
+    return ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def per_replica(strategy, values):
+    return strategy.experimental_distribute_values_from_function(lambda c: values[c.replica_id_in_sync_group])
+
+
+def all_gather(strategy, value, axis):
+    return strategy.run(lambda x: ml.get_replica_context().all_gather(x, axis=axis), args=(value,))
+
+
+def all_reduce(strategy, value, op):
+    return strategy.run(lambda x: ml.get_replica_context().all_reduce(op, x), args=(value,))
+
+
+def test_int32_gathers_concatenate_on_one_device_and_accept_negative_axes(strategy):
+    v = per_replica(strategy, [np.array([1, 2], np.int32), np.array([3], np.int32)])
+    np.testing.assert_array_equal(strategy.gather(v, axis=-1), [1, 2, 3])
+    for got in strategy.experimental_local_results(all_gather(strategy, v, -1)):
+        np.testing.assert_array_equal(got, [1, 2, 3])
+    f = per_replica(strategy, [np.array([1.0], np.float32), np.array([3.0], np.float32)])
+    with pytest.raises(ValueError, match="Requires start <= limit when delta > 0: 0/-1"):
+        strategy.gather(f, axis=-1)  # float32 goes through the collective, which rejects negative axes
+
+
+@pytest.mark.parametrize("values, axis, message", [
+    ([np.int32(1), np.int32(2)], 0, "ConcatOp : Can't concatenate scalars (use tf.stack instead)"),
+    ([np.array([1, 2], np.int32), np.array([3], np.int32)], 1,
+     "ConcatOp : Expected concatenating dimensions in the range [-1, 1), but got 1"),
+    ([np.ones((1, 2), np.int32), np.ones((1, 3), np.int32)], 0,
+     "ConcatOp : Dimension 1 in both shapes must be equal: shape[0] = [1,2] vs. shape[1] = [1,3]"),
+])
+def test_int32_gather_errors_are_tf_concat_errors_and_poison_nothing(strategy, values, axis, message):
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        all_gather(strategy, per_replica(strategy, values), axis)
+    assert str(info.value).splitlines()[0] == message
+    after = all_reduce(strategy, per_replica(strategy, [np.float32(1), np.float32(2)]), "sum")
+    assert [float(x) for x in strategy.experimental_local_results(after)] == [3.0, 3.0]
+
+
+def test_int32_all_reduce_is_a_local_addn(strategy):
+    with pytest.raises(errors.InvalidArgumentError, match=r"AddN must have the same size and shape.  Input 0: \[2\]"):
+        all_reduce(strategy, per_replica(strategy, [np.array([1, 2], np.int32), np.array([3], np.int32)]), "sum")
+    mean = all_reduce(strategy, per_replica(strategy, [np.array([1, 2], np.int32), np.array([3, 4], np.int32)]),
+                      "mean")
+    for got in strategy.experimental_local_results(mean):
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, [2.0, 3.0])
+    ids = strategy.run(lambda: ml.get_replica_context().replica_id_in_sync_group)
+    total = strategy.run(lambda i: ml.get_replica_context().all_reduce("sum", i), args=(ids,))
+    assert [int(x) for x in strategy.experimental_local_results(total)] == [1, 1]
+
+
+def test_a_batch_mixing_int32_and_float_is_refused(strategy):
+    v = strategy.experimental_distribute_values_from_function(
+        lambda c: (np.array([c.replica_id_in_sync_group], np.int32), np.array([1.0], np.float32)))
+    with pytest.raises(ValueError, match="must be either all on the host or all on the compute devices"):
+        all_reduce(strategy, v, "sum")
+
+
+def test_multi_worker_strategy_keeps_int32_in_the_collectives():
+    """MWMS has no one-device path: an int32 gather with a negative axis fails as the collective does."""
+    from mirrorlab.sim import SimCluster
+
+    def program():
+        s = ml.MultiWorkerMirroredStrategy()
+        v = s.experimental_distribute_values_from_function(lambda c: np.array([1, 2], np.int32))
+        try:
+            s.gather(v, axis=-1)
+        except ValueError as exc:
+            return str(exc).split(":")[0]
+        return "gathered"
+
+    assert SimCluster(workers=2).run(program).values() == ["Requires start <= limit when delta > 0"] * 2
+
+
+def test_reduce_refuses_an_unhashable_axis_as_tf_does(strategy):
+    """TF caches its per-axis reduce functions in a dict: axis=[0] fails with TypeError, axis=(0,) works."""
+    v = per_replica(strategy, [np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)])
+    with pytest.raises(TypeError, match="unhashable type: 'list'"):
+        strategy.reduce("sum", v, axis=[0])
+    assert float(strategy.reduce("sum", v, axis=(0,))) == 10.0
