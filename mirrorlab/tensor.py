@@ -37,6 +37,8 @@ def as_tensor(value: Any) -> Any:
     """
     if isinstance(value, np.ndarray) or is_cupy(value):
         return value
+    if isinstance(value, np.generic):  # before float: np.float64 is a Python float, but keeps its dtype in TF
+        return np.asarray(value)
     if isinstance(value, bool):
         return np.asarray(value, dtype=np.bool_)
     if isinstance(value, int):
@@ -45,8 +47,6 @@ def as_tensor(value: Any) -> Any:
         return np.asarray(value, dtype=np.float32)
     if isinstance(value, complex):
         return np.asarray(value, dtype=np.complex128)
-    if isinstance(value, np.generic):
-        return np.asarray(value)
     if hasattr(value, "__array__"):
         return np.asarray(value)
     if isinstance(value, (list, tuple)):

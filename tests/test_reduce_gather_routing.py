@@ -96,3 +96,14 @@ def test_reduce_refuses_an_unhashable_axis_as_tf_does(strategy):
     with pytest.raises(TypeError, match="unhashable type: 'list'"):
         strategy.reduce("sum", v, axis=[0])
     assert float(strategy.reduce("sum", v, axis=(0,))) == 10.0
+
+
+def test_numpy_scalars_keep_their_dtype_and_variable_reads_are_per_replica(strategy):
+    """np.float64(1.0) is a float64 tensor in TF (only Python floats become float32), and a MirroredVariable read
+    in every replica is a separate tensor per device, so run() returns one local result per replica."""
+    with strategy.scope():
+        v = ml.Variable(np.float64(1.0), aggregation=ml.VariableAggregation.SUM)
+    assert v.dtype == np.float64
+    reads = strategy.run(lambda: v.read_value())
+    assert [float(x) for x in strategy.experimental_local_results(reads)] == [1.0, 1.0]
+    assert strategy.run(lambda: v) is v  # the variable itself is the same object everywhere

@@ -112,10 +112,10 @@ class _ArrayLike(ABC):
         return value.get() if is_cupy(value) else np.array(value)
 
     def value(self) -> Any:
-        return self._read()
+        return _new_tensor(self._read())
 
     def read_value(self) -> Any:
-        return self._read()
+        return _new_tensor(self._read())
 
     @property
     def ndim(self) -> int:
@@ -144,6 +144,12 @@ class _ArrayLike(ABC):
 
     def __abs__(self) -> Any:
         return abs(self._read())
+
+
+def _new_tensor(array: Any) -> Any:
+    """A new (read-only) array object over ``array``'s data: as in TF, each read is its own tensor, so reads
+    on different replicas are never the same object (``strategy.run`` wraps them in PerReplica)."""
+    return array.view() if hasattr(array, "view") else array
 
 
 def _operand(x: Any) -> Any:
