@@ -124,11 +124,17 @@ def test_single_worker_two_replicas_uses_both_split_rules():
     assert program("FILE")[-1] == [[8, 9, 10, 11], [12]]
 
 
-def test_unbatched_dataset_is_rejected_with_tfs_message():
+def test_unbatched_dataset_of_scalars_is_rejected_as_tf_does():
+    """TF 2.21 raises IndexError('list index out of range') for scalar elements, whatever the policy;
+    mirrorlab raises the same, with the fix on the following lines."""
     strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    with pytest.raises(ValueError, match="Call the `batch` method on the input Dataset in order to be able to split "
-                                         "your input across 2 replicas"):
-        strategy.experimental_distribute_dataset(md.Dataset.range(4))
+    for policy in ("AUTO", "DATA", "OFF", "FILE"):
+        options = md.Options()
+        options.experimental_distribute.auto_shard_policy = getattr(md.AutoShardPolicy, policy)
+        with pytest.raises(IndexError) as info:
+            strategy.experimental_distribute_dataset(md.Dataset.range(4).prefetch(1).with_options(options))
+        first, *rest = str(info.value).splitlines()
+        assert first == "list index out of range" and "call `.batch(global_batch_size)`" in rest[-1]
 
 
 def test_next_inside_replica_function_is_rejected():

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
-from .dataset import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, CacheDataset, Dataset, FilterDataset,
+from .dataset import (UNKNOWN_CARDINALITY, CacheDataset, Dataset, FilterDataset,
                       PassThroughDataset,
                       RepeatDataset, ShardDataset, SkipDataset, TakeDataset, TensorSpec, UnaryDataset,
                       UnknownSpecError)
@@ -148,7 +148,6 @@ class RebatchDataset(UnaryDataset):
     def _iterate(self) -> Iterator[Any]:
         inputs = iter(self._input)
         current, offset, rows = None, 0, 0
-        spec = None
         end_of_input = False
         index = 0
         while not end_of_input or current is not None:
@@ -161,7 +160,6 @@ class RebatchDataset(UnaryDataset):
                         end_of_input = True
                         break
                     offset, rows = 0, _rows(current)
-                    spec = nest.map_structure(lambda c: TensorSpec(c.shape, c.dtype), current)
                 take = min(desired - size, rows - offset)
                 pieces.append(_slice(current, offset, offset + take))
                 size += take
@@ -173,8 +171,8 @@ class RebatchDataset(UnaryDataset):
             if size < desired and self.drop_remainder:
                 return
             index = (index + 1) % len(self.batch_sizes)
-            if size == 0:
-                yield empty_batch(spec if spec is not None else self._spec_source.element_spec)
+            if size == 0:  # TF fills a size-0 batch from the static shapes (unknown dims become 0)
+                yield empty_batch(self._spec_source.element_spec)
             else:
                 yield _concat(pieces)
 
@@ -244,8 +242,10 @@ def compute_batch_size(dataset: Dataset) -> int:
         specs = []
     firsts = set()
     for spec in specs:
-        if not spec.shape:
-            raise NotBatchedError("without encountering a batch transformation (the elements are scalars)")
+        if not spec.shape:  # TF 2.21 indexes dims[0] of the scalar's static shape
+            raise IndexError("list index out of range\n(TF 2.21's compute_batch_size fails this way on a dataset "
+                             "whose elements have a scalar component: there is no batch dimension to split.) Fix: "
+                             "call `.batch(global_batch_size)` on the dataset before distributing it.")
         firsts.add(spec.shape[0])
     if len(firsts) == 1 and None not in firsts:
         return firsts.pop()

@@ -58,13 +58,13 @@ def _check_options(options: InputOptions | None) -> None:
 class DistributedDataset:
     """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
 
-    def __init__(self, strategy: "Strategy", stream: Dataset, original: Dataset) -> None:
+    def __init__(self, strategy: Strategy, stream: Dataset, original: Dataset) -> None:
         self._strategy = strategy
         self._stream = stream
         self._original = original
 
     @classmethod
-    def from_dataset(cls, strategy: "Strategy", dataset: Dataset, options: InputOptions | None) -> "DistributedDataset":
+    def from_dataset(cls, strategy: Strategy, dataset: Dataset, options: InputOptions | None) -> DistributedDataset:
         _check_options(options)
         if not isinstance(dataset, Dataset):
             raise TypeError(f"experimental_distribute_dataset expects a mirrorlab.data.Dataset, got "
@@ -74,15 +74,15 @@ class DistributedDataset:
         return cls(strategy, stream, dataset)
 
     @classmethod
-    def from_function(cls, strategy: "Strategy", dataset_fn: Callable[[InputContext], Dataset],
-                      options: InputOptions | None) -> "DistributedDataset":
+    def from_function(cls, strategy: Strategy, dataset_fn: Callable[[InputContext], Dataset],
+                      options: InputOptions | None) -> DistributedDataset:
         _check_options(options)
         dataset = dataset_fn(strategy.extended._make_input_context())
         if not isinstance(dataset, Dataset):
             raise TypeError(f"dataset_fn must return a mirrorlab.data.Dataset, got {type(dataset).__name__}")
         return cls(strategy, dataset, dataset)
 
-    def __iter__(self) -> "DistributedIterator":
+    def __iter__(self) -> DistributedIterator:
         return DistributedIterator(self)
 
     @property
@@ -108,7 +108,7 @@ class DistributedIterator:
         # TF agrees on "has data" across workers every step unless the input is known to be infinite.
         self._agree = ext._num_workers > 1 and dataset._original.cardinality() != INFINITE_CARDINALITY
 
-    def __iter__(self) -> "DistributedIterator":
+    def __iter__(self) -> DistributedIterator:
         return self
 
     def get_next(self) -> Any:
@@ -148,8 +148,6 @@ class DistributedIterator:
                 f"the input pipeline of worker {ext._rank} ({ext._group.comm.names[ext._rank]}) raised "
                 f"{type(exc).__name__}: {exc}"))
             raise
-        if element is not None and self._spec is None:
-            self._spec = nest.map_structure(lambda a: TensorSpec(a.shape, a.dtype), element)
         return element
 
     def _element_spec(self) -> Any:
@@ -157,7 +155,7 @@ class DistributedIterator:
             self._spec = self._dataset._original.element_spec
         return self._spec
 
-    def get_next_as_optional(self) -> "Optional":
+    def get_next_as_optional(self) -> Optional:
         """The next per-replica value wrapped in an ``Optional`` (empty at the end instead of raising)."""
         try:
             return Optional(self.__next__())

@@ -32,16 +32,7 @@ DELIBERATE_WORKER_DIFFERENCES: dict[tuple[str, str], tuple[tuple[int, ...], str]
     ("C", f"text_files1_G{g}_{policy}"): ((1,), ONE_FILE_REASON) for g in (1, 2, 3, 4, 8) for policy in ("FILE", "AUTO")
 }
 
-# TF 2.21 crashes with IndexError on an unbatched dataset of scalars; mirrorlab keeps TF's documented ValueError.
-SCALAR_ELEMENTS = (
-    "an unbatched dataset of scalars: TF 2.21's compute_batch_size indexes the static shape's dims[0] of a scalar "
-    "and raises IndexError('list index out of range') from experimental_distribute_dataset; mirrorlab raises "
-    "ValueError('Call the `batch` method on the input Dataset in order to be able to split your input across 2 "
-    "replicas.'), the message TF gives on its graph path")
-DELIBERATE_CASE_DIFFERENCES: dict[tuple[str, str], str] = {
-    ("A", "range_unbatched"): SCALAR_ELEMENTS,
-    ("C", "range_unbatched"): SCALAR_ELEMENTS + " (on both workers)",
-}
+DELIBERATE_CASE_DIFFERENCES: dict[tuple[str, str], str] = {}
 
 # -- not fixed (none at the moment): xfail(strict=True) entries that turn into XPASS once fixed -----------------
 
