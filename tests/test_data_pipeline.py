@@ -621,3 +621,24 @@ def test_list_files_without_a_match_raises_tfs_error(tmp_path: Path):
     other = str(tmp_path / "*.yyy")
     with pytest.raises(errors.InvalidArgumentError, match=re.escape(f"No files matched pattern: {pattern}, {other}")):
         Dataset.list_files([pattern, other], shuffle=False)
+
+
+def test_fused_shuffle_repeat_zero_fails_when_the_iterator_is_created():
+    """TF fuses shuffle().repeat(0) into ShuffleAndRepeat, whose kernel rejects count 0 as soon as the pipeline's
+    iterator is created, even where no element would ever be read through it."""
+    ds = Dataset.range(4).shuffle(2, seed=1).repeat(0).repeat(0)
+    with pytest.raises(errors.InvalidArgumentError, match="count must be greater than zero or equal to -1"):
+        iter(ds)
+    options = md.Options()
+    options.experimental_optimization.shuffle_and_repeat_fusion = False
+    assert items(ds.with_options(options)) == []
+
+
+def test_cache_replays_the_first_complete_pass_and_discards_an_unfinished_one():
+    ds = Dataset.range(6).shuffle(6, seed=3).cache()
+    partial = iter(ds)
+    next(partial)
+    first = items(ds)
+    assert items(ds) == first and sorted(first) == list(range(6))
+    reshuffled = Dataset.range(6).shuffle(6, seed=3)
+    assert items(reshuffled) != items(reshuffled)  # without the cache every pass reshuffles

@@ -28,6 +28,11 @@ UNKNOWN_CARDINALITY = -2
 AUTOTUNE = -1
 
 
+FUSED_REPEAT_ZERO = ("count must be greater than zero or equal to -1.\n(TF fuses `shuffle(...).repeat(0)` into one op "
+                     "that rejects a count of 0 when the pipeline's iterator is created.) Fix: drop the repeat(0), or "
+                     "set options.experimental_optimization.shuffle_and_repeat_fusion = False.")
+
+
 class UnknownSpecError(ValueError):
     """The element spec depends on data and the dataset has none."""
 
@@ -108,6 +113,9 @@ class Dataset(ABC):
         if _PIPELINE_OPTIONS.get() is not None:
             return self._iterate()  # an input of a pipeline being iterated
         return _PipelineIterator(self, self.options())
+
+    def _check_rewritten(self, options: Options) -> None:
+        """Raise the error TF's optimized graph raises when it is instantiated (as an iterator is created)."""
 
     def _initialize_iterators(self) -> None:
         """What creating an iterator does besides reading (TF creates the input iterators at once; a
@@ -265,6 +273,8 @@ class _PipelineIterator:
         self._options = options
         token = _PIPELINE_OPTIONS.set(options)
         try:
+            for node in dataset._walk():
+                node._check_rewritten(options)
             self._elements = dataset._iterate()
         finally:
             _PIPELINE_OPTIONS.reset(token)
@@ -406,6 +416,13 @@ class RepeatDataset(UnaryDataset):
         if self.count == 1 and optimization.enabled("noop_elimination"):
             return iter(self._input)
         return self._rounds()
+
+    def _check_rewritten(self, options: Options) -> None:
+        from .shuffling import ShuffleDataset
+
+        if (self.count == 0 and isinstance(self._input, ShuffleDataset)
+                and options.experimental_optimization.enabled("shuffle_and_repeat_fusion")):
+            raise errors.InvalidArgumentError(FUSED_REPEAT_ZERO)
 
     def _rounds(self) -> Iterator[Any]:
         if self.count is None:  # forever, until an epoch is empty

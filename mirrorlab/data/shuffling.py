@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import errors
-from .dataset import Dataset, UnaryDataset
+from .dataset import FUSED_REPEAT_ZERO, Dataset, UnaryDataset
 from .philox import PhiloxStream
 
 __all__ = ["ShuffleDataset", "tf_op_seeds", "peeking"]
@@ -90,7 +90,7 @@ class ShuffleDataset(UnaryDataset):
         ShuffleAndRepeat: the buffer may hold several epochs, but each is emitted whole before the next,
         and each epoch draws new seeds."""
         if count == 0:  # TF fuses shuffle().repeat(0) into an op that rejects the count
-            raise errors.InvalidArgumentError("count must be greater than zero or equal to -1.")
+            raise errors.InvalidArgumentError(FUSED_REPEAT_ZERO)
         rng = PhiloxStream(*self._seeds.generate())
         return self._shuffled(rng, count)
 
