@@ -87,7 +87,9 @@ class TestClusterSpec:
     def test_empty_job_is_truthy_and_has_no_tasks(self):
         spec = ClusterSpec({"worker": []})
         assert spec and spec.as_dict() == {"worker": {}}
-        assert spec.num_tasks("worker") == 0 and spec.job_tasks("worker") == []
+        assert spec.num_tasks("worker") == 0 and spec.task_indices("worker") == []
+        with pytest.raises(ValueError, match=r"^max\(\) arg is an empty sequence"):  # TF 2.21's job_tasks
+            spec.job_tasks("worker")
 
     def test_copy_sorts_jobs_and_is_independent(self):
         original = ClusterSpec({"worker": ["w0:1"], "chief": ["c0:1"]})

@@ -77,7 +77,10 @@ class ClusterSpec:
     def job_tasks(self, job_name: str) -> list[str | None]:
         """Addresses by index; like TF, a sparse job's gaps are ``None`` (so len != num_tasks)."""
         tasks = self._job(job_name)
-        return [tasks.get(i) for i in range(max(tasks, default=-1) + 1)]
+        if not tasks:  # TF takes max() of the task indices
+            raise ValueError(f"max() arg is an empty sequence\n(job {job_name!r} has no tasks; list at least one "
+                             "address for it in the cluster spec)")
+        return [tasks.get(i) for i in range(max(tasks) + 1)]
 
     def _job(self, job_name: str) -> dict[int, str]:
         """The {index: address} table of ``job_name``, or TF's missing-job ``ValueError``."""
