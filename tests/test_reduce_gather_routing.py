@@ -107,3 +107,11 @@ def test_numpy_scalars_keep_their_dtype_and_variable_reads_are_per_replica(strat
     reads = strategy.run(lambda: v.read_value())
     assert [float(x) for x in strategy.experimental_local_results(reads)] == [1.0, 1.0]
     assert strategy.run(lambda: v) is v  # the variable itself is the same object everywhere
+
+
+def test_replica_id_is_an_int32_scalar_inside_run_and_a_plain_int_outside(strategy):
+    ids = strategy.experimental_local_results(strategy.run(lambda: ml.get_replica_context().replica_id_in_sync_group))
+    assert [np.asarray(i).dtype for i in ids] == [np.int32, np.int32] and [int(i) for i in ids] == [0, 1]
+    assert type(ml.get_replica_context().replica_id_in_sync_group) is int
+    values = strategy.experimental_distribute_values_from_function(lambda ctx: ctx.replica_id_in_sync_group)
+    assert [type(v) for v in strategy.experimental_local_results(values)] == [int, int]  # ValueContext: ints

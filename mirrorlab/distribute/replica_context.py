@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .. import errors, nest
 from ..aggregation import ReduceOp
 from ..callsite import user_call_site
@@ -38,9 +40,12 @@ class ReplicaContext:
         return self._strategy.num_replicas_in_sync
 
     @property
-    def replica_id_in_sync_group(self) -> int:
+    def replica_id_in_sync_group(self) -> Any:
+        """This replica's global id: an int32 scalar inside ``strategy.run`` (TF returns a constant int32
+        tensor there), a plain 0 in the default replica context."""
         ext = self._strategy.extended
-        return ext._rank * len(ext.worker_devices) + self._local_id
+        replica_id = ext._rank * len(ext.worker_devices) + self._local_id
+        return replica_id if self._strategy._is_default else np.int32(replica_id)
 
     @property
     def devices(self) -> tuple[str, ...]:
