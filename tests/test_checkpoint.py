@@ -37,7 +37,11 @@ def test_round_trip_of_plain_variables(tmp_path):
     Checkpoint(model={"dense": {"kernel": v}}, step=step).restore(path).assert_consumed()
     np.testing.assert_array_equal(v.numpy(), np.ones((2, 3)))
     assert int(step.numpy()) == 7
-    assert dict(list_variables(tmp_path)) == {"model/dense/kernel": [2, 3], "step": []}
+    assert dict(list_variables(tmp_path)) == {  # TF's keys, as tf.train.list_variables shows them
+        "_CHECKPOINTABLE_OBJECT_GRAPH": [], "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE": [2, 3],
+        "save_counter/.ATTRIBUTES/VARIABLE_VALUE": [], "step/.ATTRIBUTES/VARIABLE_VALUE": []}
+    np.testing.assert_array_equal(load_variable(path, "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"),
+                                  np.ones((2, 3)))
     np.testing.assert_array_equal(load_variable(path, "model/dense/kernel"), np.ones((2, 3)))
 
 
@@ -112,7 +116,7 @@ def test_manager_keeps_the_newest_and_restores_the_counter(tmp_path):
     assert not (tmp_path / "ckpt-1.npz").exists() and not (tmp_path / "ckpt-2.index.json").exists()
     fresh = Checkpoint(v=ml.Variable(-1.0))
     assert CheckpointManager(fresh, tmp_path, max_to_keep=2).restore_or_initialize() == str(tmp_path / "ckpt-4")
-    assert fresh.save_counter == 4 and float(fresh._roots["v"].numpy()) == 3.0
+    assert int(fresh.save_counter.numpy()) == 4 and float(fresh._roots["v"].numpy()) == 3.0
 
 
 def test_corrupt_or_mismatched_checkpoints_fail_clearly(tmp_path):
@@ -153,3 +157,28 @@ def test_write_paths_follow_the_tutorial_helpers(tmp_path):
     chief, other = SimCluster(workers=2).run(program).values()
     assert chief == os.path.join(tmp_path, "model", "saved")
     assert other == os.path.join(tmp_path, "model", "workertemp_1", "saved")
+
+
+def test_checkpoint_keys_counter_and_nesting_follow_tf(tmp_path):
+    """As TF 2.21: keys are ``<path>/.ATTRIBUTES/VARIABLE_VALUE``, a nested Checkpoint's objects are saved under
+    its name, ``save_counter`` is an int64 variable that save() increments and restore() sets, and the given
+    objects are attributes of the checkpoint."""
+    v, w = ml.Variable(np.array([1.0, 2.0], np.float32)), ml.Variable(3, name="w")
+    ckpt = Checkpoint(v=v, nested=Checkpoint(w=w))
+    first, second = ckpt.save(tmp_path / "ckpt"), ckpt.save(tmp_path / "ckpt")
+    assert list_variables(second) == [("_CHECKPOINTABLE_OBJECT_GRAPH", []), ("nested/w/.ATTRIBUTES/VARIABLE_VALUE", []),
+                                      ("save_counter/.ATTRIBUTES/VARIABLE_VALUE", []),
+                                      ("v/.ATTRIBUTES/VARIABLE_VALUE", [2])]
+    assert load_variable(second, "save_counter/.ATTRIBUTES/VARIABLE_VALUE") == 2
+    assert ckpt.save_counter.dtype == np.int64 and int(ckpt.save_counter.numpy()) == 2
+    w.assign(9)
+    ckpt.restore(first)
+    assert int(w.numpy()) == 3 and int(ckpt.save_counter.numpy()) == 1
+    assert ckpt.v is v
+    fresh = Checkpoint(v=ml.Variable(np.zeros(2, np.float32)))
+    with pytest.raises(AssertionError, match="nested/w"):
+        fresh.restore(second).assert_consumed()
+    fresh.restore(second).assert_existing_objects_matched()
+    np.testing.assert_array_equal(fresh.v.numpy(), [1.0, 2.0])
+    with pytest.raises(errors.NotFoundError, match="^Key nope not found in checkpoint"):
+        load_variable(second, "nope")

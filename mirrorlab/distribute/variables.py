@@ -28,7 +28,7 @@ from .values import DistributedValues
 if TYPE_CHECKING:
     from .strategy import Strategy
 
-__all__ = ["Variable", "DistributedVariable", "MirroredVariable", "SyncOnReadVariable",
+__all__ = ["Variable", "DistributedVariable", "MirroredVariable", "SyncOnReadVariable", "plain_variable",
            "validate_synchronization_aggregation_trainable"]
 
 
@@ -82,6 +82,12 @@ def _convert(value: Any, dtype: np.dtype | None) -> Any:
     if arr.dtype.kind == "f" and dtype.kind in "iub":
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
     return arr.astype(dtype)
+
+
+def plain_variable(initial_value: Any, name: str) -> "Variable":
+    """A single-copy, non-trainable ``Variable`` even inside a strategy's scope (bookkeeping such as a
+    checkpoint's save counter)."""
+    return ABCMeta.__call__(Variable, initial_value, trainable=False, name=name)
 
 
 class _VariableMeta(ABCMeta):

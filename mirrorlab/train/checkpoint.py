@@ -24,7 +24,7 @@ import numpy as np
 from .. import errors
 from .._version import __version__
 from ..distribute import context
-from ..distribute.variables import DistributedVariable, Variable
+from ..distribute.variables import DistributedVariable, Variable, plain_variable
 from ..runtime import current_environment
 from .files import atomic_write, is_chief, remove_temp_dirpath, write_filepath
 from .tracking import tracked_variables
@@ -32,6 +32,8 @@ from .tracking import tracked_variables
 __all__ = ["Checkpoint", "CheckpointManager", "LoadStatus", "latest_checkpoint", "load_variable",
            "list_variables", "load_checkpoint_manifest"]
 
+VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"  # TF's checkpoint key of a variable: <object path> + this
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 FORMAT = "mirrorlab-checkpoint"
 FORMAT_VERSION = 1
 MAX_MANIFEST_BYTES = 64 << 20
@@ -71,6 +73,17 @@ def load_checkpoint_manifest(prefix: str | os.PathLike) -> dict:
     return manifest
 
 
+def checkpoint_key(path: str) -> str:
+    """TF's key of the variable at object path ``path`` (``model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE``);
+    a key passes through unchanged."""
+    return path if path.endswith(VALUE_SUFFIX) or path == OBJECT_GRAPH_KEY else path + VALUE_SUFFIX
+
+
+def _saved_entries(manifest: dict) -> dict[str, dict]:
+    """The manifest's variables by TF key (checkpoints written before keys carried TF's suffix included)."""
+    return {checkpoint_key(name): entry for name, entry in manifest["variables"].items()}
+
+
 def _load_arrays(prefix: str, manifest: dict) -> dict[str, np.ndarray]:
     data_path = Path(str(prefix)).with_name(manifest["data_file"])
     try:
@@ -82,7 +95,7 @@ def _load_arrays(prefix: str, manifest: dict) -> dict[str, np.ndarray]:
                                    "corrupt or was overwritten; restore an earlier one.")
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
-            return {name: archive[entry["key"]] for name, entry in manifest["variables"].items()}
+            return {name: archive[entry["key"]] for name, entry in _saved_entries(manifest).items()}
     except (ValueError, KeyError, OSError) as exc:
         raise errors.DataLossError(f"{data_path} cannot be read safely (mirrorlab never unpickles checkpoint "
                                    f"data): {exc}") from None
@@ -131,15 +144,48 @@ class Checkpoint:
                 raise ValueError(f"`Checkpoint` was expecting a trackable object (an object derived from "
                                  f"`Trackable`), got {value!r} for `{name}`.")
         self._roots = roots
-        self._save_counter = 0
+        self._counter: Variable | None = None
 
     @property
-    def save_counter(self) -> int:
-        """How many times ``save`` ran (restored with the checkpoint)."""
-        return self._save_counter
+    def save_counter(self) -> Variable:
+        """An int64 variable counting the calls to ``save`` (saved and restored with the checkpoint), as TF's."""
+        if self._counter is None:
+            self._counter = plain_variable(np.int64(0), name="save_counter")
+        return self._counter
+
+    @property
+    def _save_counter(self) -> int:
+        return int(self.save_counter.numpy())
+
+    @_save_counter.setter
+    def _save_counter(self, value: int) -> None:
+        self.save_counter.assign(np.int64(value))
+
+    def __getattr__(self, name: str) -> Any:
+        """The objects the checkpoint was given are its attributes (``ckpt.model``), as in TF."""
+        roots = self.__dict__.get("_roots", {})
+        if name in roots:
+            return roots[name]
+        raise AttributeError(f"'Checkpoint' object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Assigning a public attribute adds it to what is saved, as in TF."""
+        if name.startswith("_") or name == "save_counter":
+            object.__setattr__(self, name, value)
+        else:
+            self._roots[name] = value
+
+    def _checkpoint_children(self) -> dict[str, Any]:
+        """What a checkpoint nested in another one contributes: its roots (and its counter once it has one)."""
+        children = dict(self._roots)
+        if self._counter is not None:
+            children["save_counter"] = self._counter
+        return children
 
     def _variables(self) -> dict[str, Variable]:
-        return tracked_variables(self._roots)
+        """Every tracked variable by TF key (the save counter once it exists: TF creates it on the first
+        ``save``, ``restore`` or ``save_counter`` access, not on ``write``/``read``)."""
+        return {checkpoint_key(path): var for path, var in tracked_variables(self._checkpoint_children()).items()}
 
     # -- saving ----------------------------------------------------------------------------------
 
@@ -195,10 +241,12 @@ class Checkpoint:
         manifest = load_checkpoint_manifest(save_path)
         saved = _load_arrays(str(save_path), manifest)
         variables = self._variables()
+        counter_key = checkpoint_key("save_counter")
         restored, missing = [], []
         for name, var in variables.items():
             if name not in saved:
-                missing.append(name)
+                if name != counter_key:  # a checkpoint written with `write` has no counter
+                    missing.append(name)
                 continue
             value = saved[name]
             if tuple(value.shape) != tuple(var.shape):
@@ -209,16 +257,22 @@ class Checkpoint:
                 raise TypeError(f"Checkpoint {save_path} holds {name} as {value.dtype.name} but the variable is "
                                 f"{var.dtype.name}.")
             var._restore_value(value)
-            restored.append(name)
-        unused = sorted(set(saved) - set(variables))
+            if name != counter_key:
+                restored.append(name)
+        unused = sorted(set(saved) - set(variables) - {counter_key})
         return LoadStatus(restored, missing, unused)
 
     def restore(self, save_path: str | os.PathLike | None, options: Any = None) -> LoadStatus:
         """``read`` plus the save counter; ``None`` restores nothing (fresh start)."""
         if save_path is None:
             return LoadStatus([], [], [])
+        had_counter = self._counter is not None
         status = self.read(save_path)
-        self._save_counter = int(load_checkpoint_manifest(save_path)["step"])
+        if not had_counter:  # TF creates the counter after reading, then gives it the saved count
+            manifest = load_checkpoint_manifest(save_path)
+            entry = _saved_entries(manifest).get(checkpoint_key("save_counter"))
+            count = _load_arrays(str(save_path), manifest)[checkpoint_key("save_counter")] if entry else 0
+            self._save_counter = int(count)
         return status
 
 
@@ -250,20 +304,26 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> str | None:
     return None
 
 
-def load_variable(ckpt_dir_or_file: str | os.PathLike, name: str) -> np.ndarray:
-    """One saved value by its key (e.g. ``model/layers/0/kernel``)."""
+def load_variable(ckpt_dir_or_file: str | os.PathLike, name: str) -> Any:
+    """One saved value by TF's key (``v/.ATTRIBUTES/VARIABLE_VALUE``) or its object path (``v``).
+    ``_CHECKPOINTABLE_OBJECT_GRAPH`` gives the object graph as JSON bytes (TF gives a serialized proto)."""
     prefix = _resolve(ckpt_dir_or_file)
     manifest = load_checkpoint_manifest(prefix)
-    if name not in manifest["variables"]:
-        raise errors.NotFoundError(f"Key {name} not found in checkpoint {prefix}; it has "
-                                   f"{sorted(manifest['variables'])}")
-    return _load_arrays(prefix, manifest)[name]
+    key = checkpoint_key(name[:-2] if name.endswith(":0") else name)
+    if key == OBJECT_GRAPH_KEY:
+        return json.dumps(_saved_entries(manifest), sort_keys=True).encode()
+    entries = _saved_entries(manifest)
+    if key not in entries:
+        raise errors.NotFoundError(f"Key {name} not found in checkpoint\n(checkpoint {prefix} holds "
+                                   f"{sorted(entries)})")
+    return _load_arrays(prefix, manifest)[key]
 
 
 def list_variables(ckpt_dir_or_file: str | os.PathLike) -> list[tuple[str, list[int]]]:
-    """``(key, shape)`` of every saved value."""
+    """``(key, shape)`` of every saved value, with TF's keys (and its object-graph entry)."""
     manifest = load_checkpoint_manifest(_resolve(ckpt_dir_or_file))
-    return [(name, entry["shape"]) for name, entry in sorted(manifest["variables"].items())]
+    listed = [(key, entry["shape"]) for key, entry in _saved_entries(manifest).items()]
+    return sorted(listed + [(OBJECT_GRAPH_KEY, [])])
 
 
 def _resolve(ckpt_dir_or_file: str | os.PathLike) -> str:
