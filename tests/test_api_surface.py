@@ -78,3 +78,14 @@ def test_per_replica_input_mode_is_refused_as_tf_does():
     with pytest.raises(NotImplementedError, match="InputReplicationMode.PER_REPLICA is only supported in "
                                                   "`distribute_datasets_from_function` of tf.distribute.MirroredStrategy"):
         strategy.experimental_distribute_dataset(md.Dataset.range(4).batch(2), options)
+
+
+def test_function_decorator_runs_eagerly_with_or_without_arguments():
+    """``@ml.function`` (TF's tf.function) returns the function unchanged: mirrorlab always runs eagerly."""
+    def step(x):
+        return x * 2
+
+    assert ml.function(step) is step
+    assert ml.function(jit_compile=True, reduce_retracing=True)(step) is step
+    with pytest.raises(TypeError, match="expects a callable"):
+        ml.function(3)
