@@ -13,6 +13,7 @@ from . import cluster, data, errors, keras, nest, nn, train
 from ._version import __version__
 from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, VariableSynchronization
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
+from .data import TensorSpec
 from .function import function
 from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
                          MultiWorkerMirroredStrategy, PerReplica, ReplicaContext, Strategy, StrategyExtended,
@@ -25,5 +26,5 @@ __all__ = [
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",
     "SyncOnReadVariable", "ValueContext", "Variable", "get_replica_context",
-    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "__version__",
+    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "TensorSpec", "__version__",
 ]

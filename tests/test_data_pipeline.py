@@ -642,3 +642,46 @@ def test_cache_replays_the_first_complete_pass_and_discards_an_unfinished_one():
     assert items(ds) == first and sorted(first) == list(range(6))
     reshuffled = Dataset.range(6).shuffle(6, seed=3)
     assert items(reshuffled) != items(reshuffled)  # without the cache every pass reshuffles
+
+
+# -- zip / concatenate / enumerate / from_generator (orders checked against TF in conformance/pipelines) ----------
+
+
+def test_zip_takes_a_nest_of_datasets_and_follows_tfs_cardinality():
+    pairs = Dataset.zip((Dataset.range(2), Dataset.range(3)))
+    assert [tuple(int(v) for v in p) for p in pairs] == [(0, 0), (1, 1)]
+    named = Dataset.zip({"a": Dataset.range(2), "b": Dataset.range(1)})
+    assert [{k: int(v) for k, v in e.items()} for e in named] == [{"a": 0, "b": 0}]
+    assert Dataset.zip(Dataset.range(2).repeat(), Dataset.range(3)).cardinality() == 3
+    assert Dataset.zip((Dataset.range(2).repeat(), Dataset.range(3).repeat())).cardinality() == INFINITE_CARDINALITY
+    unknown = Dataset.range(2).filter(lambda x: x > 0)
+    assert Dataset.zip((unknown, Dataset.range(0))).cardinality() == UNKNOWN_CARDINALITY  # TF: unknown wins
+    with pytest.raises(TypeError, match="Python `list` is not supported"):
+        Dataset.zip([Dataset.range(2), Dataset.range(3)])
+
+
+def test_concatenate_and_enumerate():
+    both = Dataset.range(2).concatenate(Dataset.range(5, 7))
+    assert items(both) == [0, 1, 5, 6] and both.cardinality() == 4
+    with pytest.raises(TypeError, match="Incompatible dataset elements"):
+        Dataset.range(2).concatenate(Dataset.range(2).map(lambda x: x * 1.0))
+    numbered = list(Dataset.range(2).enumerate(start=3))
+    assert [(i.dtype, int(i), int(x)) for i, x in numbered] == [(np.int64, 3, 0), (np.int64, 4, 1)]
+
+
+def test_from_generator_converts_checks_and_restarts_the_generator():
+    ds = Dataset.from_generator(lambda: ((i, [i] * 2) for i in range(3)),
+                                output_signature=(md.TensorSpec((), np.int32), md.TensorSpec((2,), np.float32)))
+    first = list(ds)
+    assert [(a.dtype, b.dtype, b.shape) for a, b in first] == [(np.int32, np.float32, (2,))] * 3
+    assert len(list(ds)) == 3 and ds.cardinality() == UNKNOWN_CARDINALITY
+    unknown = Dataset.from_generator(lambda: (np.ones((i, 2)) for i in range(3)), output_types=np.float32)
+    assert unknown.element_spec == md.TensorSpec((None, None), np.float32)
+    with pytest.raises(errors.InvalidArgumentError, match=r"yielded an element of shape \(3,\) where an element of "
+                                                          r"shape \(2,\) was expected"):
+        list(Dataset.from_generator(lambda: iter([[1, 2, 3]]), output_types=np.int32, output_shapes=(2,)))
+    with pytest.raises(errors.InvalidArgumentError, match="could not be converted to the expected type"):
+        list(Dataset.from_generator(lambda: iter([1.5]), output_types=np.int32))
+    with pytest.raises(errors.NotFoundError, match="unshardable source dataset: GeneratorDataset"):
+        from mirrorlab.data.sharding import shard_by_file
+        shard_by_file(unknown, 2, 0)

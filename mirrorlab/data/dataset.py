@@ -40,8 +40,8 @@ class UnknownSpecError(ValueError):
 class TensorSpec:
     """Shape (None for unknown dims) and dtype of one component of an element."""
 
-    def __init__(self, shape: tuple, dtype: Any) -> None:
-        self.shape = tuple(shape)
+    def __init__(self, shape: tuple | None, dtype: Any = np.float32, name: str | None = None) -> None:
+        self.shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
         self.dtype = np.dtype(dtype)
 
     def __eq__(self, other: object) -> bool:
@@ -171,6 +171,30 @@ class Dataset(ABC):
         return TensorDataset(tensors)
 
     @staticmethod
+    def zip(*args: Any, datasets: Any = None, name: Any = None) -> "Dataset":
+        """Elements of several datasets side by side (a nest of datasets -> a dataset of nests)."""
+        from .combining import zip_datasets
+
+        return zip_datasets(*args, datasets=datasets)
+
+    @staticmethod
+    def from_generator(generator: Callable[..., Any], output_types: Any = None, output_shapes: Any = None,
+                       args: tuple | None = None, output_signature: Any = None, name: Any = None) -> "Dataset":
+        """Elements of ``generator(*args)`` (called anew for every iteration), typed by ``output_signature``
+        (a nest of TensorSpec) or by ``output_types`` and ``output_shapes``."""
+        from .combining import GeneratorDataset
+
+        if output_signature is None:
+            if output_types is None:
+                raise TypeError("The `output_types` argument can not be None if `output_signature` is None.")
+            from .combining import signature_from_types
+
+            output_signature = signature_from_types(output_types, output_shapes)
+        elif output_types is not None or output_shapes is not None:
+            raise TypeError("`output_types` and `output_shapes` cannot be used together with `output_signature`.")
+        return GeneratorDataset(generator, output_signature, tuple(args or ()))
+
+    @staticmethod
     def list_files(file_pattern: str | list[str], shuffle: bool | None = None, seed: int | None = None) -> "Dataset":
         """File names matching the glob pattern(s), sorted, then shuffled unless ``shuffle=False``."""
         from .sources import list_files
@@ -228,6 +252,18 @@ class Dataset(ABC):
 
     def repeat(self, count: int | None = None, name: Any = None) -> "Dataset":
         return RepeatDataset(self, None if count is None or count < 0 else int(count))
+
+    def concatenate(self, dataset: "Dataset", name: Any = None) -> "Dataset":
+        """This dataset's elements, then ``dataset``'s (same structure and dtypes)."""
+        from .combining import ConcatenateDataset
+
+        return ConcatenateDataset(self, dataset)
+
+    def enumerate(self, start: int = 0, name: Any = None) -> "Dataset":
+        """``(index, element)`` pairs, the index an int64 counting from ``start``."""
+        from .combining import zip_datasets
+
+        return zip_datasets((Dataset.range(int(start), 2**63 - 1), self))
 
     def take(self, count: int, name: Any = None) -> "Dataset":
         return TakeDataset(self, int(count))

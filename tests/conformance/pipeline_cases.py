@@ -5,8 +5,8 @@ record_pipeline_golden.py) is compared with mirrorlab's without TensorFlow.
 
 The cases are drawn at random from a fixed seed (``pipeline_specs``): seeded shuffles (both reshuffle modes),
 repeat (finite, forever under ``take``), batch (with and without ``drop_remainder``), unbatch, map, filter, take,
-skip, shard, cache, prefetch and the optimization options that change how many seeds a shuffle draws. A case
-records the cardinality and every element of each of its iterations, or the error that ended one.
+skip, shard, cache, prefetch, the optimization options that change how many seeds a shuffle draws, and a final
+zip, concatenate (with a second copy of the pipeline) or enumerate. A case records the cardinality and every element of each of its iterations, or the error that ended one.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ def pipeline_specs(count: int = SPEC_COUNT, seed: int = SPEC_SEED) -> dict[str, 
             ops.append(op)
         if any(op == ["repeat", None] for op in ops):
             ops.append(["take", rnd.randint(1, 40)])
+        if rnd.random() < 0.3:  # combine with a second copy of the same pipeline (its own shuffles and seeds)
+            ops.append(rnd.choice([["enumerate", rnd.choice([0, 5])], ["zip_self"], ["concatenate_self"]]))
         options = {}
         if rnd.random() < 0.3:
             name = rnd.choice(["shuffle_and_repeat_fusion", "noop_elimination", "apply_default_optimizations"])
@@ -78,9 +80,14 @@ def build(data: Any, spec: Spec) -> Any:
         ds = data.Dataset.range(n)
     else:
         ds = data.Dataset.from_tensor_slices(np.arange(n, dtype=np.float32) * 10)
-    for op in spec["ops"]:
+    for index, op in enumerate(spec["ops"]):
         name, args = op[0], op[1:]
-        if name == "shuffle":
+        if name in ("zip_self", "concatenate_self"):
+            twin = build(data, dict(spec, ops=spec["ops"][:index], options={}))
+            ds = data.Dataset.zip((ds, twin)) if name == "zip_self" else ds.concatenate(twin)
+        elif name == "enumerate":
+            ds = ds.enumerate(start=args[0])
+        elif name == "shuffle":
             ds = ds.shuffle(args[0], seed=args[1], reshuffle_each_iteration=args[2])
         elif name == "map":
             ds = ds.map(lambda x: x * 2 + 1)
@@ -102,7 +109,9 @@ def build(data: Any, spec: Spec) -> Any:
     return ds
 
 
-def _element(value: Any) -> dict[str, Any]:
+def _element(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_element(v) for v in value]
     array = np.asarray(value)
     return {"dtype": array.dtype.name, "shape": list(array.shape), "value": array.tolist()}
 

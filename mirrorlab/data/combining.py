@@ -1,0 +1,200 @@
+"""Datasets built from several datasets or from Python generators: ``zip``, ``concatenate``,
+``enumerate`` and ``from_generator``, with TF 2.21's structure rules, cardinalities and errors."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import errors, nest
+from .dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, TensorSpec, _tensors
+from .sources import SourceDataset
+
+__all__ = ["ZipDataset", "ConcatenateDataset", "GeneratorDataset", "zip_datasets", "signature_from_types"]
+
+
+def zip_datasets(*args: Any, datasets: Any = None) -> "ZipDataset":
+    """``Dataset.zip``: a nest of datasets (or several positional datasets) -> a dataset of nests."""
+    if datasets is not None and args:
+        raise TypeError("Both `*args` and `datasets` cannot be set.")
+    structure = datasets if datasets is not None else (args[0] if len(args) == 1 else tuple(args))
+    if not args and datasets is None:
+        raise TypeError("Must pass at least one dataset to `zip`.")
+    pending = [structure]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            raise TypeError("Invalid input to `zip`. Inputs are expected to be (nested) structures of "
+                            "`tf.data.Dataset` objects. Python `list` is not supported and you should use `tuple` "
+                            "instead.")
+        if isinstance(item, tuple):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif not isinstance(item, Dataset):
+            raise TypeError(f"Invalid input to `zip`. Inputs are expected to be (nested) structures of "
+                            f"`tf.data.Dataset` objects, got {type(item).__name__}.")
+    return ZipDataset(structure)
+
+
+class ZipDataset(Dataset):
+    """Elements of several datasets side by side, until the shortest ends."""
+
+    def __init__(self, structure: Any) -> None:
+        self.structure = structure
+        self._inputs = tuple(nest.flatten(structure))
+
+    def _iterate(self) -> Iterator[Any]:
+        iterators = [iter(d) for d in self._inputs]
+        while True:
+            items = []
+            for it in iterators:
+                item = next(it, _END)
+                if item is _END:
+                    return
+                items.append(item)
+            yield nest.pack_sequence_as(self.structure, items)
+
+    def _replace_inputs(self, inputs: tuple[Dataset, ...]) -> Dataset:
+        clone = super()._replace_inputs(inputs)
+        assert isinstance(clone, ZipDataset)
+        clone.structure = nest.pack_sequence_as(self.structure, list(inputs))
+        return clone
+
+    def cardinality(self) -> int:
+        counts = [d.cardinality() for d in self._inputs]
+        if UNKNOWN_CARDINALITY in counts:  # as TF: unknown wins, even over an empty input
+            return UNKNOWN_CARDINALITY
+        known = [c for c in counts if c >= 0]
+        return min(known) if known else INFINITE_CARDINALITY
+
+    @property
+    def element_spec(self) -> Any:
+        return nest.pack_sequence_as(self.structure, [d.element_spec for d in self._inputs])
+
+
+class ConcatenateDataset(Dataset):
+    """The elements of one dataset, then those of another with the same structure and dtypes."""
+
+    def __init__(self, first: Dataset, second: Dataset) -> None:
+        if not isinstance(second, Dataset):
+            raise TypeError(f"concatenate expects a Dataset, got {type(second).__name__}")
+        self._inputs = (first, second)
+        a, b = first.element_spec, second.element_spec
+        try:
+            nest.assert_same_structure(a, b)
+            same = all(x.dtype == y.dtype for x, y in zip(nest.flatten(a), nest.flatten(b)))
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise TypeError(f"Incompatible dataset elements:\n  {a} vs.   {b}")
+
+    def _iterate(self) -> Iterator[Any]:
+        return itertools.chain(iter(self._inputs[0]), _lazy(self._inputs[1]))
+
+    def _initialize_iterators(self) -> None:
+        self._inputs[0]._initialize_iterators()  # TF creates the second input's iterator when the first ends
+
+    def cardinality(self) -> int:
+        a, b = (d.cardinality() for d in self._inputs)
+        if INFINITE_CARDINALITY in (a, b):
+            return INFINITE_CARDINALITY
+        return UNKNOWN_CARDINALITY if UNKNOWN_CARDINALITY in (a, b) else a + b
+
+    @property
+    def element_spec(self) -> Any:
+        def merge(x: TensorSpec, y: TensorSpec) -> TensorSpec:
+            if len(x.shape) != len(y.shape):  # TF: unknown rank; mirrorlab keeps the first rank, all dims unknown
+                return TensorSpec((None,) * len(x.shape), x.dtype)
+            return TensorSpec(tuple(d if d == e else None for d, e in zip(x.shape, y.shape)), x.dtype)
+
+        return nest.map_structure(merge, self._inputs[0].element_spec, self._inputs[1].element_spec)
+
+
+def _lazy(dataset: Dataset) -> Iterator[Any]:
+    yield from dataset
+
+
+class GeneratorDataset(SourceDataset):
+    """``from_generator``: elements of a Python generator, converted to the declared dtypes and checked
+    against the declared shapes (a fresh generator per iteration)."""
+
+    def __init__(self, generator: Callable[..., Any], signature: Any, args: tuple) -> None:
+        if not callable(generator):
+            raise TypeError("`generator` must be a Python callable.")
+        self.generator = generator
+        self.signature = signature
+        self.args = args
+
+    def _iterate(self) -> Iterator[Any]:
+        for value in self.generator(*self.args):
+            yield _structured(self.signature, value)
+
+    @property
+    def element_spec(self) -> Any:
+        """The signature; a component declared without a shape (TF: unknown rank) takes the rank of the first
+        element, every dimension unknown."""
+        if not any(spec.shape is None for spec in nest.flatten(self.signature)):
+            return self.signature
+        first = self._peek()
+        if first is None:
+            return nest.map_structure(lambda spec: TensorSpec(spec.shape or (), spec.dtype), self.signature)
+        return nest.map_structure(lambda spec, a: spec if spec.shape is not None else
+                                  TensorSpec((None,) * np.ndim(a), spec.dtype), self.signature, first)
+
+    def describe(self) -> str:
+        return "GeneratorDataset"
+
+
+def signature_from_types(types: Any, shapes: Any) -> Any:
+    """The TensorSpec nest for ``from_generator(output_types=, output_shapes=)``: a shape (a tuple of ints and
+    Nones) is a leaf of ``shapes`` wherever ``types`` has a dtype; no shapes means unknown shapes."""
+    if isinstance(types, dict):
+        return type(types)((k, signature_from_types(t, None if shapes is None else shapes[k]))
+                           for k, t in types.items())
+    if isinstance(types, tuple):
+        parts = [signature_from_types(t, None if shapes is None else shapes[i]) for i, t in enumerate(types)]
+        return type(types)(*parts) if hasattr(type(types), "_fields") else tuple(parts)
+    return TensorSpec(None if shapes is None else tuple(shapes), types)
+
+
+def _structured(signature: Any, value: Any) -> Any:
+    """``value`` in the signature's structure, converted: tuples and dicts are structure, anything where the
+    signature has a TensorSpec is one tensor (a Python list too, as in tf.data)."""
+    def match(spec: Any, item: Any) -> Any:
+        if isinstance(spec, TensorSpec):
+            return _conform(spec, item)
+        if isinstance(spec, dict) and isinstance(item, dict) and set(spec) == set(item):
+            return type(spec)((k, match(spec[k], item[k])) for k in spec)
+        if isinstance(spec, tuple) and isinstance(item, (tuple, list)) and len(item) == len(spec):
+            items = [match(s, i) for s, i in zip(spec, item)]
+            return type(spec)(*items) if hasattr(type(spec), "_fields") else tuple(items)
+        raise TypeError(f"`generator` yielded an element that did not match the expected structure. The expected "
+                        f"structure was {signature}, but the yielded element was {value!r}.")
+
+    return match(signature, value)
+
+
+def _conform(spec: TensorSpec, value: Any) -> Any:
+    array = _tensors(value)
+    try:
+        converted = np.asarray(array).astype(spec.dtype, casting="same_kind")
+    except TypeError:
+        raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element that could not be converted "
+                                          f"to the expected type. The expected type was {spec.dtype.name}, but the "
+                                          f"yielded element was {value!r}.") from None
+    shape = converted.shape
+    if spec.shape is None:
+        return converted
+    if len(shape) != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, shape)):
+        want = "(" + ", ".join("None" if d is None else str(d) for d in spec.shape) + ("," if len(spec.shape) == 1
+                                                                                     else "") + ")"
+        raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element of shape {shape} where an "
+                                          f"element of shape {want} was expected.")
+    return converted
+
+
+_END = object()
