@@ -685,3 +685,16 @@ def test_from_generator_converts_checks_and_restarts_the_generator():
     with pytest.raises(errors.NotFoundError, match="unshardable source dataset: GeneratorDataset"):
         from mirrorlab.data.sharding import shard_by_file
         shard_by_file(unknown, 2, 0)
+
+
+def test_fusion_sees_through_nodes_tf_eliminates_and_cache_completes_at_the_known_count():
+    """TF's noop_elimination drops skip(0), take(-1), shard(1, 0) before fusing shuffle with repeat, so
+    shuffle().skip(0).repeat(0) fails like shuffle().repeat(0); a cache whose input has a known cardinality
+    is complete once that many elements were read, even if the end was never reached."""
+    for noop in (lambda d: d.skip(0), lambda d: d.take(-1), lambda d: d.shard(1, 0)):
+        with pytest.raises(errors.InvalidArgumentError, match="count must be greater than zero"):
+            iter(noop(Dataset.range(3).shuffle(2, seed=1)).repeat(0))
+    cached = Dataset.range(7).shuffle(12, seed=-3).cache()
+    reader = iter(cached)
+    first = [int(next(reader)) for _ in range(7)]  # all 7 elements, end-of-sequence never asked for
+    assert items(cached) == first == [4, 1, 2, 3, 0, 5, 6]  # TF 2.21

@@ -117,6 +117,10 @@ class Dataset(ABC):
     def _check_rewritten(self, options: Options) -> None:
         """Raise the error TF's optimized graph raises when it is instantiated (as an iterator is created)."""
 
+    def _is_noop(self) -> bool:
+        """Whether TF's noop_elimination removes this node (it passes every element through unchanged)."""
+        return False
+
     def _initialize_iterators(self) -> None:
         """What creating an iterator does besides reading (TF creates the input iterators at once; a
         shuffle draws its seeds then): used where TF creates an iterator that is never read."""
@@ -360,9 +364,13 @@ class PrefetchDataset(PassThroughDataset):
         super().__init__(input_dataset, "prefetch")
         self.buffer_size = buffer_size
 
+    def _is_noop(self) -> bool:
+        return self.buffer_size == 0
+
 
 class CacheDataset(UnaryDataset):
-    """``cache()``: a pass that reaches the end is kept and replayed; an unfinished pass is discarded."""
+    """``cache()``: a pass that reaches the end (or reads as many elements as the input's known cardinality)
+    is kept and replayed; an unfinished pass is discarded."""
 
     def __init__(self, input_dataset: Dataset) -> None:
         super().__init__(input_dataset)
@@ -379,9 +387,12 @@ class CacheDataset(UnaryDataset):
         return iter(cached) if cached is not None else self._fill()
 
     def _fill(self) -> Iterator[Any]:
-        elements = []
+        elements: list[Any] = []
+        expected = self._input.cardinality()
         for element in self._input:
             elements.append(element)
+            if len(elements) == expected:  # TF completes the cache once the input's known count is read
+                self._memory.setdefault("elements", elements)
             yield element
         self._memory.setdefault("elements", elements)
 
@@ -444,20 +455,34 @@ class RepeatDataset(UnaryDataset):
         self.count = count
 
     def _iterate(self) -> Iterator[Any]:
-        from .shuffling import ShuffleDataset
-
         optimization = pipeline_options().experimental_optimization
-        if isinstance(self._input, ShuffleDataset) and optimization.enabled("shuffle_and_repeat_fusion"):
-            return self._input.iterate_epochs(self.count)  # TF's ShuffleAndRepeat: one iterator for all epochs
+        shuffle = self._fused_shuffle(optimization)
+        if shuffle is not None:
+            return shuffle.iterate_epochs(self.count)  # TF's ShuffleAndRepeat: one iterator for all epochs
         if self.count == 1 and optimization.enabled("noop_elimination"):
             return iter(self._input)
         return self._rounds()
 
-    def _check_rewritten(self, options: Options) -> None:
+    def _fused_shuffle(self, optimization: Any) -> Any:
+        """The shuffle TF fuses with this repeat: the input, once the rewrites drop the no-op nodes between
+        them (``skip(0)``, ``take(-1)``, ``shard(1, 0)``, ``repeat(1)``, ``prefetch(0)``, options)."""
         from .shuffling import ShuffleDataset
 
-        if (self.count == 0 and isinstance(self._input, ShuffleDataset)
-                and options.experimental_optimization.enabled("shuffle_and_repeat_fusion")):
+        if not optimization.enabled("shuffle_and_repeat_fusion"):
+            return None
+        node = self._input
+        while not isinstance(node, ShuffleDataset):
+            if not (type(node) is PassThroughDataset and node.kind == "options"
+                    or optimization.enabled("noop_elimination") and node._is_noop()):
+                return None
+            node = node._inputs[0]
+        return node
+
+    def _is_noop(self) -> bool:
+        return self.count == 1
+
+    def _check_rewritten(self, options: Options) -> None:
+        if self.count == 0 and self._fused_shuffle(options.experimental_optimization) is not None:
             raise errors.InvalidArgumentError(FUSED_REPEAT_ZERO)
 
     def _rounds(self) -> Iterator[Any]:
@@ -492,6 +517,9 @@ class TakeDataset(UnaryDataset):
         super().__init__(input_dataset)
         self.count = count
 
+    def _is_noop(self) -> bool:
+        return self.count < 0
+
     def _iterate(self) -> Iterator[Any]:
         return itertools.islice(self._input, None if self.count < 0 else self.count)
 
@@ -508,6 +536,9 @@ class SkipDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, count: int) -> None:
         super().__init__(input_dataset)
         self.count = count
+
+    def _is_noop(self) -> bool:
+        return self.count == 0
 
     def _iterate(self) -> Iterator[Any]:
         if self.count < 0:  # skips the whole input (reading it, as TF does)
@@ -540,6 +571,9 @@ class ShardDataset(UnaryDataset):
         self.num_shards = num_shards
         self.index = index
         self.require_non_empty = require_non_empty
+
+    def _is_noop(self) -> bool:
+        return self.num_shards == 1 and self.index == 0 and not self.require_non_empty
 
     def _iterate(self) -> Iterator[Any]:
         n, k = self.num_shards, self.index

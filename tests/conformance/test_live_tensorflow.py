@@ -44,3 +44,21 @@ def test_golden_files_match_live_tensorflow(tf_api: TfApi, setup: str, monkeypat
     problems = [f"{name}: {problem}" for name in recorded_cases(setup)
                 for problem in worker_differences(golden[name], tf_api.run_setup(CASES[name], setup), CASES[name])]
     assert not problems, f"golden/{setup}.json is stale, run record_golden.py:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_pipelines_match_live_tensorflow(tf_api: TfApi, seed: int) -> None:
+    """Fresh random pipelines (other seeds than the recorded ones) give TF's elements and cardinalities."""
+    import tensorflow as tf
+
+    from mirrorlab import data
+
+    from .harness import differences
+    from .pipeline_cases import pipeline_specs, run_spec
+
+    problems = []
+    for name, spec in pipeline_specs(count=150, seed=seed).items():
+        expected = run_spec(tf.data, spec, lambda ds: ds.cardinality().numpy())
+        found = differences(expected, run_spec(data, spec, lambda ds: ds.cardinality()))
+        problems += [f"{name} {spec}: {p}" for p in found[:2]]
+    assert not problems, "pipelines differ from live TF:\n" + "\n".join(problems[:20])
