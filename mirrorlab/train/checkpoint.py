@@ -34,6 +34,7 @@ __all__ = ["Checkpoint", "CheckpointManager", "LoadStatus", "latest_checkpoint",
 
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"  # TF's checkpoint key of a variable: <object path> + this
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+COUNTER_KEY = "save_counter" + VALUE_SUFFIX
 FORMAT = "mirrorlab-checkpoint"
 FORMAT_VERSION = 1
 MAX_MANIFEST_BYTES = 64 << 20
@@ -148,18 +149,20 @@ class Checkpoint:
 
     @property
     def save_counter(self) -> Variable:
-        """An int64 variable counting the calls to ``save`` (saved and restored with the checkpoint), as TF's."""
+        """An int64 variable counting the calls to ``save`` (saved and restored with the checkpoint), as TF's.
+        TF creates it on the first ``save``, ``restore`` or access, never on ``write``/``read``."""
         if self._counter is None:
             self._counter = plain_variable(np.int64(0), name="save_counter")
         return self._counter
 
-    @property
-    def _save_counter(self) -> int:
-        return int(self.save_counter.numpy())
+    def _saves(self) -> int:
+        """The save count, without creating the counter."""
+        return 0 if self._counter is None else int(self._counter.numpy())
 
-    @_save_counter.setter
-    def _save_counter(self, value: int) -> None:
-        self.save_counter.assign(np.int64(value))
+    def _count_save(self) -> int:
+        """One more save (creating the counter if needed); returns the new count."""
+        self.save_counter.assign_add(np.int64(1))
+        return self._saves()
 
     def __getattr__(self, name: str) -> Any:
         """The objects the checkpoint was given are its attributes (``ckpt.model``), as in TF."""
@@ -183,8 +186,7 @@ class Checkpoint:
         return children
 
     def _variables(self) -> dict[str, Variable]:
-        """Every tracked variable by TF key (the save counter once it exists: TF creates it on the first
-        ``save``, ``restore`` or ``save_counter`` access, not on ``write``/``read``)."""
+        """Every tracked variable by TF key (the save counter once it exists)."""
         return {checkpoint_key(path): var for path, var in tracked_variables(self._checkpoint_children()).items()}
 
     # -- saving ----------------------------------------------------------------------------------
@@ -205,8 +207,7 @@ class Checkpoint:
 
     def save(self, file_prefix: str | os.PathLike, options: Any = None) -> str:
         """Save to ``<file_prefix>-<n>`` (n counts saves) and record it as the latest checkpoint."""
-        self._save_counter += 1
-        path = self.write(f"{file_prefix}-{self._save_counter}")
+        path = self.write(f"{file_prefix}-{self._count_save()}")
         if is_chief(_strategy_of(self._variables())):
             _update_state(os.path.dirname(str(file_prefix)) or ".", path, None)
         return path
@@ -225,7 +226,7 @@ class Checkpoint:
         ext = strategy.extended
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION, "mirrorlab_version": __version__,
-            "step": self._save_counter, "data_file": data_path.name, "sha256": hashlib.sha256(raw).hexdigest(),
+            "step": self._saves(), "data_file": data_path.name, "sha256": hashlib.sha256(raw).hexdigest(),
             "cluster": {"workers": getattr(ext, "_num_workers", 1), "replicas_in_sync": strategy.num_replicas_in_sync},
             "variables": {name: {"key": keys[name], "dtype": values[name].dtype.name, "shape": list(values[name].shape),
                                  "synchronization": var.synchronization.name, "aggregation": var.aggregation.name}
@@ -241,12 +242,14 @@ class Checkpoint:
         manifest = load_checkpoint_manifest(save_path)
         saved = _load_arrays(str(save_path), manifest)
         variables = self._variables()
-        counter_key = checkpoint_key("save_counter")
+        # The save counter is bookkeeping: restored when both sides have it, never reported as (un)matched.
+        counter, count = variables.pop(COUNTER_KEY, None), saved.pop(COUNTER_KEY, None)
+        if counter is not None and count is not None:
+            counter._restore_value(count)
         restored, missing = [], []
         for name, var in variables.items():
             if name not in saved:
-                if name != counter_key:  # a checkpoint written with `write` has no counter
-                    missing.append(name)
+                missing.append(name)
                 continue
             value = saved[name]
             if tuple(value.shape) != tuple(var.shape):
@@ -257,23 +260,16 @@ class Checkpoint:
                 raise TypeError(f"Checkpoint {save_path} holds {name} as {value.dtype.name} but the variable is "
                                 f"{var.dtype.name}.")
             var._restore_value(value)
-            if name != counter_key:
-                restored.append(name)
-        unused = sorted(set(saved) - set(variables) - {counter_key})
+            restored.append(name)
+        unused = sorted(set(saved) - set(variables))
         return LoadStatus(restored, missing, unused)
 
     def restore(self, save_path: str | os.PathLike | None, options: Any = None) -> LoadStatus:
         """``read`` plus the save counter; ``None`` restores nothing (fresh start)."""
         if save_path is None:
             return LoadStatus([], [], [])
-        had_counter = self._counter is not None
-        status = self.read(save_path)
-        if not had_counter:  # TF creates the counter after reading, then gives it the saved count
-            manifest = load_checkpoint_manifest(save_path)
-            entry = _saved_entries(manifest).get(checkpoint_key("save_counter"))
-            count = _load_arrays(str(save_path), manifest)[checkpoint_key("save_counter")] if entry else 0
-            self._save_counter = int(count)
-        return status
+        _ = self.save_counter  # restore creates the counter; read gives it the saved count
+        return self.read(save_path)
 
 
 def _state_path(directory: str) -> Path:
@@ -310,9 +306,9 @@ def load_variable(ckpt_dir_or_file: str | os.PathLike, name: str) -> Any:
     prefix = _resolve(ckpt_dir_or_file)
     manifest = load_checkpoint_manifest(prefix)
     key = checkpoint_key(name[:-2] if name.endswith(":0") else name)
-    if key == OBJECT_GRAPH_KEY:
-        return json.dumps(_saved_entries(manifest), sort_keys=True).encode()
     entries = _saved_entries(manifest)
+    if key == OBJECT_GRAPH_KEY:
+        return json.dumps(entries, sort_keys=True).encode()
     if key not in entries:
         raise errors.NotFoundError(f"Key {name} not found in checkpoint\n(checkpoint {prefix} holds "
                                    f"{sorted(entries)})")
@@ -369,8 +365,8 @@ class CheckpointManager:
     def save(self, checkpoint_number: int | None = None, check_interval: bool = True, options: Any = None) -> str:
         """Save (a collective: call it on every worker); returns the chief's path."""
         ckpt = self._checkpoint
-        ckpt._save_counter += 1
-        number = ckpt._save_counter if checkpoint_number is None else int(checkpoint_number)
+        count = ckpt._count_save()
+        number = count if checkpoint_number is None else int(checkpoint_number)
         prefix = ckpt.write(os.path.join(self._directory, f"{self._name}-{number}"))
         if not is_chief(_strategy_of(ckpt._variables())):
             return prefix
