@@ -148,6 +148,7 @@ class RebatchDataset(UnaryDataset):
     def _iterate(self) -> Iterator[Any]:
         inputs = iter(self._input)
         current, offset, rows = None, 0, 0
+        empty_spec = None  # read once: the input's spec may come from peeking at its first element
         end_of_input = False
         index = 0
         while not end_of_input or current is not None:
@@ -172,7 +173,9 @@ class RebatchDataset(UnaryDataset):
                 return
             index = (index + 1) % len(self.batch_sizes)
             if size == 0:  # TF fills a size-0 batch from the static shapes (unknown dims become 0)
-                yield empty_batch(self._spec_source.element_spec)
+                if empty_spec is None:
+                    empty_spec = self._spec_source.element_spec
+                yield empty_batch(empty_spec)
             else:
                 yield _concat(pieces)
 

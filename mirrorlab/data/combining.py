@@ -93,7 +93,7 @@ class ConcatenateDataset(Dataset):
             raise TypeError(f"Incompatible dataset elements:\n  {a} vs.   {b}")
 
     def _iterate(self) -> Iterator[Any]:
-        return itertools.chain(iter(self._inputs[0]), _lazy(self._inputs[1]))
+        return itertools.chain(*self._inputs)  # the second iterator is created only when the first ends
 
     def _initialize_iterators(self) -> None:
         self._inputs[0]._initialize_iterators()  # TF creates the second input's iterator when the first ends
@@ -112,10 +112,6 @@ class ConcatenateDataset(Dataset):
             return TensorSpec(tuple(d if d == e else None for d, e in zip(x.shape, y.shape)), x.dtype)
 
         return nest.map_structure(merge, self._inputs[0].element_spec, self._inputs[1].element_spec)
-
-
-def _lazy(dataset: Dataset) -> Iterator[Any]:
-    yield from dataset
 
 
 class GeneratorDataset(SourceDataset):

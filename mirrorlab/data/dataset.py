@@ -186,13 +186,11 @@ class Dataset(ABC):
                        args: tuple | None = None, output_signature: Any = None, name: Any = None) -> "Dataset":
         """Elements of ``generator(*args)`` (called anew for every iteration), typed by ``output_signature``
         (a nest of TensorSpec) or by ``output_types`` and ``output_shapes``."""
-        from .combining import GeneratorDataset
+        from .combining import GeneratorDataset, signature_from_types
 
         if output_signature is None:
             if output_types is None:
                 raise TypeError("The `output_types` argument can not be None if `output_signature` is None.")
-            from .combining import signature_from_types
-
             output_signature = signature_from_types(output_types, output_shapes)
         elif output_types is not None or output_shapes is not None:
             raise TypeError("`output_types` and `output_shapes` cannot be used together with `output_signature`.")

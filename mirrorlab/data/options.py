@@ -34,7 +34,8 @@ class DistributeOptions:
 class OptimizationOptions:
     """``options.experimental_optimization``: TF's graph rewrites. mirrorlab runs pipelines as written, so
     only the rewrites that change which random seeds a shuffle draws matter (``shuffle_and_repeat_fusion``,
-    ``noop_elimination`` of ``repeat(1)``); the others are accepted for compatibility. None means TF's
+    and ``noop_elimination`` of ``repeat(1)``, ``skip(0)``, ``take(-1)``, ``shard(1, 0)``, ``prefetch(0)``);
+    the others are accepted for compatibility. None means TF's
     default (on, unless ``apply_default_optimizations`` is False)."""
 
     _FIELDS = ("apply_default_optimizations", "filter_fusion", "filter_parallelization", "inject_prefetch",

@@ -52,19 +52,20 @@ class SeedGenerator:
 
     def __init__(self, seed: int, seed2: int, reshuffle: bool) -> None:
         self._fixed = (seed, seed2)
-        self._reshuffle = reshuffle
-        self._draws = 0
+        self._stream = PhiloxStream(seed, seed2) if reshuffle else None
+        self._upcoming: tuple[int, int] | None = None
 
     def generate(self) -> tuple[int, int]:
-        """The next iterator's seeds (two fresh Philox samples when reshuffling)."""
-        if not self._reshuffle:
+        """The next iterator's seeds (two fresh Philox samples when reshuffling); a peek sees them without
+        using them up."""
+        if self._stream is None:
             return self._fixed
-        stream = PhiloxStream(*self._fixed)
-        for _ in range(self._draws):
-            stream.next()
+        if self._upcoming is None:
+            self._upcoming = (self._stream.next(), self._stream.next())
+        seeds = self._upcoming
         if not _PEEKING.get():
-            self._draws += 2
-        return stream.next(), stream.next()
+            self._upcoming = None
+        return seeds
 
 
 class ShuffleDataset(UnaryDataset):
