@@ -190,3 +190,23 @@ def test_every_example_is_seen_once_in_order_and_means_are_global(n, batch, work
         for _, means in result:
             assert means[step] == pytest.approx(np.mean(global_batch) * 1.5)
     assert seen == list(range(n))
+
+
+def test_per_replica_input_gives_each_replica_its_own_pipeline_in_mirrored_strategy():
+    """TF 2.21 (observed): dataset_fn runs once per replica with InputContext(2, k, 2); each replica reads its own
+    dataset; a replica that ran out gets empty batches until every replica has."""
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    contexts = []
+
+    def dataset_fn(ctx):
+        contexts.append((ctx.num_input_pipelines, ctx.input_pipeline_id, ctx.num_replicas_in_sync))
+        k = ctx.input_pipeline_id
+        return md.Dataset.range(k * 10, k * 10 + 2 + k).batch(1)
+
+    options = ml.distribute.InputOptions(experimental_replication_mode=ml.distribute.InputReplicationMode.PER_REPLICA)
+    steps = [[x.tolist() for x in strategy.experimental_local_results(batch)]
+             for batch in strategy.distribute_datasets_from_function(dataset_fn, options)]
+    assert contexts == [(2, 0, 2), (2, 1, 2)]
+    assert steps == [[[0], [10]], [[1], [11]], [[], [12]]]
+    with pytest.raises(NotImplementedError, match=r"only supported in `distribute_datasets_from_function`\.$"):
+        strategy.experimental_distribute_dataset(md.Dataset.range(4).batch(2), options)

@@ -49,38 +49,48 @@ class InputOptions:
         self.experimental_replication_mode = experimental_replication_mode
 
 
-def _check_options(options: InputOptions | None) -> None:
-    if options is not None and options.experimental_replication_mode == InputReplicationMode.PER_REPLICA:
+def _per_replica(strategy: Strategy, options: InputOptions | None, from_function: bool) -> bool:
+    """Whether the input is replicated per replica; TF's refusals where that mode does not exist."""
+    if options is None or options.experimental_replication_mode != InputReplicationMode.PER_REPLICA:
+        return False
+    if not strategy.extended._is_mirrored:
         raise NotImplementedError("InputReplicationMode.PER_REPLICA is only supported in "
                                   "`distribute_datasets_from_function` of tf.distribute.MirroredStrategy")
+    if not from_function:
+        raise NotImplementedError("InputReplicationMode.PER_REPLICA is only supported in "
+                                  "`distribute_datasets_from_function`.")
+    return True
 
 
 class DistributedDataset:
     """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
 
-    def __init__(self, strategy: Strategy, stream: Dataset, original: Dataset) -> None:
+    def __init__(self, strategy: Strategy, streams: list[Dataset], original: Dataset) -> None:
         self._strategy = strategy
-        self._stream = stream
+        self._streams = streams  # one for the whole worker (replicas take turns), or one per local replica
         self._original = original
 
     @classmethod
     def from_dataset(cls, strategy: Strategy, dataset: Dataset, options: InputOptions | None) -> DistributedDataset:
-        _check_options(options)
+        _per_replica(strategy, options, from_function=False)
         if not isinstance(dataset, Dataset):
             raise TypeError(f"experimental_distribute_dataset expects a mirrorlab.data.Dataset, got "
                             f"{type(dataset).__name__}")
         ext = strategy.extended
         stream = worker_pipeline(dataset, ext._num_workers, ext._rank, len(ext.worker_devices))
-        return cls(strategy, stream, dataset)
+        return cls(strategy, [stream], dataset)
 
     @classmethod
     def from_function(cls, strategy: Strategy, dataset_fn: Callable[[InputContext], Dataset],
                       options: InputOptions | None) -> DistributedDataset:
-        _check_options(options)
-        dataset = dataset_fn(strategy.extended._make_input_context())
-        if not isinstance(dataset, Dataset):
-            raise TypeError(f"dataset_fn must return a mirrorlab.data.Dataset, got {type(dataset).__name__}")
-        return cls(strategy, dataset, dataset)
+        ext = strategy.extended
+        contexts = (ext._make_replica_input_contexts() if _per_replica(strategy, options, from_function=True)
+                    else [ext._make_input_context()])
+        datasets = [dataset_fn(ctx) for ctx in contexts]
+        for dataset in datasets:
+            if not isinstance(dataset, Dataset):
+                raise TypeError(f"dataset_fn must return a mirrorlab.data.Dataset, got {type(dataset).__name__}")
+        return cls(strategy, datasets, datasets[0])
 
     def __iter__(self) -> DistributedIterator:
         return DistributedIterator(self)
@@ -101,7 +111,7 @@ class DistributedIterator:
     def __init__(self, dataset: DistributedDataset) -> None:
         self._dataset = dataset
         self._strategy = dataset._strategy
-        self._stream: Iterator[Any] = iter(dataset._stream)
+        self._streams: list[Iterator[Any]] = [iter(stream) for stream in dataset._streams]
         self._spec: Any = None
         self._done = False
         ext = self._strategy.extended
@@ -122,7 +132,7 @@ class DistributedIterator:
             raise StopIteration
         ext = self._strategy.extended
         site = user_call_site()
-        local = [self._pull(ext) for _ in ext.worker_devices]
+        local = [self._pull(ext, self._streams[k % len(self._streams)]) for k in range(len(ext.worker_devices))]
         have = sum(v is not None for v in local)
         if self._agree:
             counts = ext._group.all_reduce(ReduceOp.SUM, [[np.asarray(have, np.int64)]], site)
@@ -135,10 +145,10 @@ class DistributedIterator:
         filled = [v if v is not None else empty_batch(self._element_spec()) for v in local]
         return regroup(filled)
 
-    def _pull(self, ext: Any) -> Any:
-        """The next element of this worker's stream (None at its end); a pipeline error aborts the group."""
+    def _pull(self, ext: Any, stream: Iterator[Any]) -> Any:
+        """The next element of ``stream`` (None at its end); a pipeline error aborts the group."""
         try:
-            element = next(self._stream, None)
+            element = next(stream, None)
         except errors.OpError as exc:
             ext._group.comm.fail(type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
                                             f"{ext._group.comm.names[ext._rank]})"))

@@ -64,7 +64,7 @@ class StrategyExtended:
         self._is_chief = is_chief
         self._between_graph = between_graph
         self._step = 0
-        self._int32_on_one_device = False  # TF's MirroredStrategy (ReductionToOneDevice for int32 values)
+        self._is_mirrored = False  # TF's MirroredStrategy (one worker), not MWMS
         self._unsynced: dict[int, tuple[DistributedVariable, str]] = {}
         devices = runtime.devices
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
@@ -107,9 +107,19 @@ class StrategyExtended:
     def _id_in_cluster(self) -> int:
         return self._rank
 
+    @property
+    def _int32_on_one_device(self) -> bool:
+        """TF's MirroredStrategy on several devices sends int32 values to one device (ReductionToOneDevice)."""
+        return self._is_mirrored and len(self.worker_devices) > 1
+
     def _make_input_context(self) -> InputContext:
         """One input pipeline per worker; this worker's id; all replicas in sync."""
         return InputContext(self._num_workers, self._rank, self._num_workers * len(self.worker_devices))
+
+    def _make_replica_input_contexts(self) -> list[InputContext]:
+        """PER_REPLICA input (MirroredStrategy only): one pipeline per local replica."""
+        count = len(self.worker_devices)
+        return [InputContext(count, k, self._num_workers * count) for k in range(count)]
 
     # -- variables ------------------------------------------------------------------------------
 
@@ -528,7 +538,7 @@ class MirroredStrategy(Strategy):
         if len(set(devices)) != len(devices):
             raise ValueError(f"No duplicates allowed in `devices` argument: {devices}")
         extended = StrategyExtended(self, env.local_runtime(devices), Options())
-        extended._int32_on_one_device = len(devices) > 1
+        extended._is_mirrored = True
         super().__init__(extended)
 
 
