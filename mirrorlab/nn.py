@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .distribute import context
-from .tensor import as_tensor
+from .tensor import as_tensor, asarray, like, to_host
 
 __all__ = ["compute_average_loss"]
 
@@ -22,17 +22,17 @@ def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, globa
         raise ValueError("Invalid value passed for `per_example_loss`. Expected a tensor with at least rank 1. "
                          f"Received: {losses!r}")
     if sample_weight is not None:
-        losses = losses * np.broadcast_to(as_tensor(sample_weight).astype(losses.dtype), losses.shape)
+        losses = losses * np.broadcast_to(like(as_tensor(sample_weight), losses).astype(losses.dtype), losses.shape)
     if global_batch_size is None:
         if context.in_cross_replica_context():
             raise RuntimeError("You are calling `compute_average_loss` in cross replica context, while it was "
                                "expected to be called in replica context.")
         global_batch_size = losses.shape[0] * context.get_strategy().num_replicas_in_sync
-    size = np.asarray(global_batch_size)
+    size = np.asarray(to_host(global_batch_size))
     if size.ndim != 0:
         raise ValueError("global_batch_size must be scalar.")
     if size.dtype.kind not in "iu":
         raise TypeError("global_batch_size must be an integer.")
     if size <= 0:
         raise ValueError(f"global_batch_size must be positive. Received: {int(size)}")
-    return np.asarray(losses.sum() / losses.dtype.type(size), dtype=losses.dtype)
+    return asarray(losses.sum() / losses.dtype.type(size), losses.dtype)

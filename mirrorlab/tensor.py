@@ -7,13 +7,15 @@ CuPy is never imported here: an array is recognised as CuPy by its type's module
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-__all__ = ["as_tensor", "array_module", "is_cupy", "frozen", "dtype_name", "shape_of"]
+__all__ = ["as_tensor", "array_module", "is_cupy", "frozen", "dtype_name", "shape_of", "asarray", "to_host", "like",
+           "device_of"]
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -28,6 +30,34 @@ def array_module(value: Any) -> ModuleType:
     if is_cupy(value):
         return sys.modules["cupy"]
     return np
+
+
+def asarray(value: Any, dtype: Any = None) -> Any:
+    """``np.asarray`` that leaves CuPy arrays on their GPU (cast there when ``dtype`` is given)."""
+    if is_cupy(value):
+        return value if dtype is None else value.astype(dtype, copy=False)
+    return np.asarray(value, dtype)
+
+
+def to_host(value: Any) -> Any:
+    """A NumPy copy of a CuPy array's data; anything else unchanged."""
+    return value.get() if is_cupy(value) else value
+
+
+def like(value: Any, reference: Any) -> Any:
+    """``value`` in ``reference``'s array module and on its device (host data is copied to the GPU,
+    GPU data to the host for a NumPy reference)."""
+    if not is_cupy(reference):
+        return to_host(value)
+    if is_cupy(value) and value.device == reference.device:
+        return value
+    with reference.device:
+        return sys.modules["cupy"].asarray(value)
+
+
+def device_of(value: Any) -> Any:
+    """A context making ``value``'s GPU current (CuPy runs kernels on the current device); a no-op for NumPy."""
+    return value.device if is_cupy(value) else contextlib.nullcontext()
 
 
 def as_tensor(value: Any) -> Any:

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import errors
 from ..aggregation import ReduceOp
+from ..placement import Placement
 from ..communication import CommunicationImplementation, Options
 from ..tensor import array_module, dtype_name, frozen, shape_of
 from ..trace import CollectiveEvent, Trace
@@ -65,6 +66,7 @@ class CollectiveGroup:
         self.options = options
         self.trace = trace
         self._before = before_collective
+        self.placement = Placement(self.devices)
 
     @property
     def num_replicas(self) -> int:
@@ -144,6 +146,11 @@ class CollectiveGroup:
         ``strategy.reduce``, a local AddN: its dtype list and errors, and a mismatch poisons nothing."""
         _check_reducible(leaves, addn)
         self._check_local(leaves, addn)
+        with self.placement.scope(0):  # local replicas' values meet on the first replica's device
+            return self._all_reduce([self.placement.gathered(leaf) for leaf in leaves], op, site, options, mean_count)
+
+    def _all_reduce(self, leaves: Sequence[Sequence[Any]], op: ReduceOp, site: str, options: Options | None,
+                    mean_count: int | None) -> list[Any]:
         sums = [leaf[0] if len(leaf) == 1 else frozen(sum_in_order(leaf)) for leaf in leaves]
         out: list[Any] = [None] * len(sums)
         opts = self.options.merge(options)
@@ -186,16 +193,20 @@ class CollectiveGroup:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""
         out = []
         for leaf in leaves:
-            first = leaf[0]
             self._check_local([leaf], addn=False, gather=True)
-            block = first if len(leaf) == 1 else array_module(first).concatenate(leaf, axis=0)
-            fp = Fingerprint("all_gather", dtype_name(first), (None, *shape_of(first)[1:]))
-
-            def body(inst: Instance, block: Any = block) -> Any:
-                return block if inst.size == 1 else concat_blocks(allgather_ring(inst, block))
-
-            out.append(frozen(self._run(fp, site, options, [shape_of(a) for a in leaf], body)))
+            with self.placement.scope(0):
+                out.append(self._all_gather(self.placement.gathered(leaf), site, options))
         return out
+
+    def _all_gather(self, leaf: Sequence[Any], site: str, options: Options | None) -> Any:
+        first = leaf[0]
+        block = first if len(leaf) == 1 else array_module(first).concatenate(leaf, axis=0)
+        fp = Fingerprint("all_gather", dtype_name(first), (None, *shape_of(first)[1:]))
+
+        def body(inst: Instance) -> Any:
+            return block if inst.size == 1 else concat_blocks(allgather_ring(inst, block))
+
+        return frozen(self._run(fp, site, options, [shape_of(a) for a in leaf], body))
 
     def broadcast(self, values: Sequence[Any], site: str, options: Options | None = None) -> list[Any]:
         """The chief's (rank 0's) value of each leaf on every worker; shapes and dtypes must agree."""

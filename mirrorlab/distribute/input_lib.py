@@ -143,7 +143,7 @@ class DistributedIterator:
             self._done = True
             raise StopIteration
         filled = [v if v is not None else empty_batch(self._element_spec()) for v in local]
-        return regroup(filled)
+        return regroup([ext._placement.put(v, k) for k, v in enumerate(filled)])  # each on its replica's GPU
 
     def _pull(self, ext: Any, stream: Iterator[Any]) -> Any:
         """The next element of ``stream`` (None at its end); a pipeline error aborts the group."""

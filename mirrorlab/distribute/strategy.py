@@ -25,7 +25,7 @@ from ..cluster import roles
 from ..collective.group import CollectiveGroup
 from ..communication import Options
 from ..runtime import WorkerRuntime, current_environment
-from ..tensor import array_module, as_tensor, frozen
+from ..tensor import array_module, as_tensor, device_of, frozen, is_cupy, like, to_host
 from ..trace import TraceNote
 from . import context
 from .input_context import InputContext, ValueContext
@@ -69,6 +69,7 @@ class StrategyExtended:
         devices = runtime.devices
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
                                       runtime.before_collective)
+        self._placement = self._group.placement
         if len(devices) == 1:
             self._pool = InlinePool()
         else:
@@ -163,7 +164,8 @@ class StrategyExtended:
         """After a ``run``: trace each unsynchronized variable's copies (digests) so diagnostics can flag
         mirrors that differ, on this worker or across workers; TF accepts this silently."""
         for var, site in self._unsynced.values():
-            digests = [hashlib.sha1(np.ascontiguousarray(c).tobytes()).hexdigest()[:12] for c in var._components]
+            digests = [hashlib.sha1(np.ascontiguousarray(to_host(c)).tobytes()).hexdigest()[:12]
+                       for c in var._components]
             if len(set(digests)) > 1:
                 log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
                             "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
@@ -203,9 +205,9 @@ class StrategyExtended:
             if rank == 0 or not 0 <= axis < rank:
                 raise ValueError(f"axis {axis} is out of range for a value of rank {rank} in gather/all_gather. "
                                  "Fix: gather values of rank >= 1 along an existing axis.")
-            moved.append([array_module(c).moveaxis(c, axis, 0) for c in leaf])
+            moved.append([_on_device(c, lambda c: array_module(c).moveaxis(c, axis, 0)) for c in leaf])
         gathered = self._group.all_gather(moved, site, options)
-        return [frozen(array_module(g).moveaxis(g, 0, axis)) for g in gathered]
+        return [frozen(_on_device(g, lambda g: array_module(g).moveaxis(g, 0, axis))) for g in gathered]
 
     def _components(self, value: Any) -> list[Any]:
         """The local per-replica arrays behind a leaf passed to reduce/gather."""
@@ -271,11 +273,13 @@ class Strategy:
         ext._runtime.before_step(ext._step)
         kwargs = kwargs or {}
 
+        place = ext._placement.put
+
         def replica_fn(k: int) -> Callable[[], Any]:
             def call() -> Any:
                 with context.enter(self, ReplicaContext(self, k)):
-                    return fn(*select_replica(k, tuple(args)), **select_replica(k, kwargs))
-            return call
+                    return fn(*place(select_replica(k, tuple(args)), k), **place(select_replica(k, kwargs), k))
+            return ext._placement.bind(k, call)
 
         with context.enter(self, None):
             results = ext._pool.run([replica_fn(k) for k in range(ext._pool.size)])
@@ -353,6 +357,8 @@ class Strategy:
         array = as_tensor(value)
         if isinstance(value, np.ndarray) and not np.any(array):
             return np.zeros(array.shape, array.dtype)
+        if is_cupy(value) and not bool(value.any()):
+            return _on_device(value, lambda v: array_module(v).zeros(v.shape, v.dtype))
         raise ValueError(f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}.")
 
     def _reduce_along_axis(self, op: ReduceOp, leaves: list[Any], axis: Any, site: str) -> list[Any]:
@@ -362,7 +368,7 @@ class Strategy:
             comps = ext._components(leaf)
             axes = _normalize_axis(axis, comps[0])
             xp = array_module(comps[0])
-            numers.append([frozen(xp.sum(c, axis=axes, dtype=c.dtype)) for c in comps])
+            numers.append([frozen(_on_device(c, lambda c: xp.sum(c, axis=axes, dtype=c.dtype))) for c in comps])
             denoms.append([np.asarray(int(np.prod([c.shape[a] for a in axes])), dtype=np.int64) for c in comps])
         total = self._reduce_leaves(ReduceOp.SUM, [self._pack_local(n) for n in numers], site)
         if op == ReduceOp.SUM:
@@ -422,7 +428,7 @@ class Strategy:
         """``value_fn(ValueContext)`` once per local replica, as a PerReplica (nest of PerReplica)."""
         ext = self._extended
         n_local = len(ext.worker_devices)
-        values = [value_fn(ValueContext(ext._rank * n_local + k, self.num_replicas_in_sync))
+        values = [ext._placement.put(value_fn(ValueContext(ext._rank * n_local + k, self.num_replicas_in_sync)), k)
                   for k in range(n_local)]
         return regroup(values, always_wrap=True)
 
@@ -456,8 +462,15 @@ def _normalize_axis(axis: Any, value: Any) -> tuple[int, ...]:
     return tuple(a % rank for a in axes)
 
 
+def _on_device(array: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn(array)`` with ``array``'s GPU current (CuPy); plain ``fn(array)`` for NumPy."""
+    with device_of(array):
+        return fn(array)
+
+
 def _truediv(numer: Any, denom: Any) -> Any:
     """``numer / cast(denom, numer.dtype)`` like TF's truediv (integers divide to float64)."""
+    denom = like(denom, numer)
     if np.dtype(numer.dtype).kind in "fc":
         return numer / denom.astype(numer.dtype)
     return numer.astype(np.float64) / denom.astype(np.float64)

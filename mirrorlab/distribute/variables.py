@@ -19,7 +19,7 @@ from .. import errors
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum
-from ..tensor import as_tensor, frozen, is_cupy
+from ..tensor import as_tensor, device_of, frozen, is_cupy, like, to_host
 from . import context
 from .regroup import regroup
 from .replica_pool import SyncRequest
@@ -57,12 +57,22 @@ def _initial_array(initial_value: Any, dtype: Any, shape: Any) -> Any:
     if isinstance(initial_value, Variable):
         initial_value = initial_value._read()
     value = _convert(initial_value, None if dtype is None else np.dtype(dtype))
+    if is_cupy(value):
+        value = _own_copy(value)
     if shape is not None:
         want = tuple(shape)
         if len(want) != value.ndim or any(w is not None and w != d for w, d in zip(want, value.shape)):
             raise ValueError(f"The initial value's shape ({value.shape}) is not compatible with the explicitly "
                              f"supplied `shape` argument ({want}).")
-    return frozen(value.copy() if isinstance(value, np.ndarray) and value.flags.writeable else value)
+    return frozen(_own_copy(value) if isinstance(value, np.ndarray) and value.flags.writeable else value)
+
+
+def _own_copy(value: Any) -> Any:
+    """A copy the caller cannot mutate (CuPy arrays have no read-only flag, so they are always copied)."""
+    if is_cupy(value):
+        with device_of(value):
+            return value.copy()
+    return value.copy()
 
 
 def _convert(value: Any, dtype: np.dtype | None) -> Any:
@@ -109,7 +119,7 @@ class _ArrayLike(ABC):
         """Implemented by subclasses."""
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        value = np.asarray(self._read())
+        value = np.asarray(to_host(self._read()))
         return value if dtype is None else value.astype(dtype)
 
     def numpy(self) -> np.ndarray:
@@ -233,14 +243,20 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
         return self._value
 
     def _new_value(self, current: Any, kind: str, value: Any) -> Any:
-        """The array after applying ``kind`` (assign/assign_add/assign_sub) of ``value`` to ``current``."""
-        value = _convert(value, self._dtype)
+        """The array after applying ``kind`` (assign/assign_add/assign_sub) of ``value`` to ``current``,
+        computed where ``current`` lives (its GPU for CuPy; NumPy or host values are copied there)."""
+        with device_of(value):
+            value = _convert(value, self._dtype)
+        with device_of(current):
+            return self._apply(current, kind, like(value, current))
+
+    def _apply(self, current: Any, kind: str, value: Any) -> Any:
         if kind == "assign":
             if tuple(value.shape) != self._shape:
                 raise ValueError(f"Cannot assign value to variable ' {self._name}': Shape mismatch."
                                  f"The variable shape {self._shape}, and the assigned value shape "
                                  f"{tuple(value.shape)} are incompatible.")
-            return frozen(value.copy() if isinstance(value, np.ndarray) else value)
+            return frozen(_own_copy(value) if isinstance(value, np.ndarray) or is_cupy(value) else value)
         if tuple(value.shape) != self._shape:
             raise errors.InvalidArgumentError(
                 f"Cannot update variable with shape {list(self._shape)} using a Tensor with shape "
@@ -263,6 +279,10 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
     def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
         return self._update("assign_sub", delta, read_value)
 
+    def _relocate(self, reference: Any) -> None:
+        """Move the value to ``reference``'s array module and device (see ``keras.Model``)."""
+        self._value = frozen(like(self._value, reference))
+
     # -- checkpoint hooks -------------------------------------------------------------------------
 
     def _save_value(self) -> Any:
@@ -278,7 +298,7 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
 
 
 def _var_repr(name: str, shape: tuple, dtype: np.dtype, value: Any) -> str:
-    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype.name}, numpy={np.asarray(value)!r}>"
+    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype.name}, numpy={np.asarray(to_host(value))!r}>"
 
 
 class ComponentVariable(_ArrayLike):
@@ -319,7 +339,7 @@ class DistributedVariable(Variable):
                  synchronization: VariableSynchronization, aggregation: VariableAggregation) -> None:
         self._strategy = strategy
         self._init_common(value, name, trainable, synchronization, aggregation)
-        self._components = [value] * len(strategy.extended.worker_devices)
+        self._components = strategy.extended._placement.replicate(value)
 
     @property
     def values(self) -> tuple[ComponentVariable, ...]:
@@ -348,6 +368,15 @@ class DistributedVariable(Variable):
 
     def _cross_replica_value(self) -> Any:
         return self._components[0]
+
+    def _relocate(self, reference: Any) -> None:
+        """Move this replica's copy (all copies in cross-replica context) next to ``reference``."""
+        local_id = self._replica_id()
+        ids = range(len(self._components)) if local_id is None else (local_id,)
+        components = list(self._components)
+        for k in ids:
+            components[k] = frozen(like(components[k], reference))
+        self._components = components
 
     def _set_all(self, kind: str, value: Any) -> None:
         """Apply one update to every local copy (computed once while the copies are shared)."""

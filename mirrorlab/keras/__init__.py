@@ -1,5 +1,5 @@
 """``mirrorlab.keras``: a small Keras-like layer (Sequential, Dense, losses, SGD/Adam, metrics, fit,
-BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy."""
+BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy (CuPy on GPUs)."""
 
 
 from . import activations, callbacks, datasets, initializers, layers, losses, metrics, optimizers

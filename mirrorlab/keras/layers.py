@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..distribute.variables import Variable
+from ..tensor import array_module, asarray
 from . import activations, initializers
 
 __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "InputLayer"]
@@ -67,7 +68,7 @@ class Layer(ABC):
         """Implemented by subclasses."""
 
     def __call__(self, x: Any, training: bool = False) -> Any:
-        x = np.asarray(x)
+        x = asarray(x)
         if not self.built:
             self.build(x.shape)
         return self._forward(x, training)[0]
@@ -224,7 +225,7 @@ class Conv2D(Layer):
         if self.bias is not None:
             grads.append(dz.sum(axis=0).astype(self.dtype, copy=False))
         dcols = (dz @ kernel.T).reshape(n, oh, ow, kh, kw, c)
-        dpadded = np.zeros(padded_shape, dtype=dz.dtype)
+        dpadded = array_module(dz).zeros(padded_shape, dtype=dz.dtype)
         for i in range(kh):
             for j in range(kw):
                 dpadded[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :] += dcols[:, :, :, i, j, :]

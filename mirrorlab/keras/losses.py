@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..nn import compute_average_loss
+from ..tensor import array_module, asarray, like
 
 from .registry import lookup
 
@@ -39,17 +40,17 @@ class Loss(ABC):
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
         losses = self.call(y_true, y_pred)
         if sample_weight is not None:
-            losses = losses * np.asarray(sample_weight, losses.dtype)
+            losses = losses * like(asarray(sample_weight, losses.dtype), losses)
         if self.reduction in ("none", None):
             return losses
         total = losses.sum(dtype=losses.dtype)
         if self.reduction == "sum":
             return total
-        return np.asarray(total / max(losses.size, 1), dtype=losses.dtype)
+        return asarray(total / max(losses.size, 1), losses.dtype)
 
 
 def _match(y_true: Any, y_pred: Any) -> Any:
-    y_true = np.asarray(y_true, dtype=y_pred.dtype)
+    y_true = like(asarray(y_true, y_pred.dtype), y_pred)
     return y_true[..., None] if y_true.ndim == y_pred.ndim - 1 else y_true
 
 
@@ -57,12 +58,12 @@ class MeanSquaredError(Loss):
     """Mean over the last axis of the squared error."""
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
-        y_pred = np.asarray(y_pred)
+        y_pred = asarray(y_pred)
         diff = y_pred - _match(y_true, y_pred)
         return np.mean(diff * diff, axis=-1) if y_pred.ndim else diff * diff
 
     def grad(self, y_true: Any, y_pred: Any) -> Any:
-        y_pred = np.asarray(y_pred)
+        y_pred = asarray(y_pred)
         width = y_pred.shape[-1] if y_pred.ndim else 1
         return (2.0 / width) * (y_pred - _match(y_true, y_pred))
 
@@ -77,13 +78,13 @@ class SparseCategoricalCrossentropy(Loss):
 
     @staticmethod
     def _labels(y_true: Any, y_pred: Any) -> Any:
-        labels = np.asarray(y_true)
+        labels = like(asarray(y_true), y_pred)
         if labels.ndim == y_pred.ndim:
             labels = labels.reshape(labels.shape[:-1])
         return labels.astype(np.int64)
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
-        y_pred = np.asarray(y_pred)
+        y_pred = asarray(y_pred)
         labels = self._labels(y_true, y_pred)
         if self.from_logits:
             shift = y_pred - y_pred.max(axis=-1, keepdims=True)
@@ -93,10 +94,10 @@ class SparseCategoricalCrossentropy(Loss):
         return -np.log(np.take_along_axis(probs, labels[..., None], axis=-1)[..., 0])
 
     def grad(self, y_true: Any, y_pred: Any) -> Any:
-        y_pred = np.asarray(y_pred)
+        y_pred = asarray(y_pred)
         labels = self._labels(y_true, y_pred)
-        onehot = np.zeros_like(y_pred)
-        np.put_along_axis(onehot, labels[..., None], 1.0, axis=-1)
+        xp = array_module(y_pred)
+        onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
         if self.from_logits:
             shift = np.exp(y_pred - y_pred.max(axis=-1, keepdims=True))
             return shift / shift.sum(axis=-1, keepdims=True) - onehot

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..aggregation import VariableAggregation, VariableSynchronization
 from ..distribute.variables import Variable
+from ..tensor import asarray, like
 
 from .registry import lookup
 
@@ -60,15 +61,15 @@ class Mean(Metric):
         self.count = self.add_variable("count")
 
     def update_state(self, values: Any, sample_weight: Any = None) -> None:
-        values = np.asarray(values, self.dtype)
+        values = asarray(values, self.dtype)
         weight = np.ones_like(values) if sample_weight is None else np.broadcast_to(
-            np.asarray(sample_weight, self.dtype), values.shape)
-        self.total.assign_add(np.asarray((values * weight).sum(), self.dtype))
-        self.count.assign_add(np.asarray(weight.sum(), self.dtype))
+            like(asarray(sample_weight, self.dtype), values), values.shape)
+        self.total.assign_add(asarray((values * weight).sum(), self.dtype))
+        self.count.assign_add(asarray(weight.sum(), self.dtype))
 
     def result(self) -> Any:
-        total, count = np.asarray(self.total.value()), np.asarray(self.count.value())
-        return np.asarray(total / count if count else 0.0, self.dtype)
+        total, count = self.total.value(), self.count.value()
+        return asarray(total / count, self.dtype) if count else np.zeros((), self.dtype)
 
 
 class SparseCategoricalAccuracy(Mean):
@@ -78,8 +79,8 @@ class SparseCategoricalAccuracy(Mean):
         super().__init__(name, dtype)
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
-        y_pred = np.asarray(y_pred)
-        labels = np.asarray(y_true)
+        y_pred = asarray(y_pred)
+        labels = like(asarray(y_true), y_pred)
         if labels.ndim == y_pred.ndim:
             labels = labels.reshape(labels.shape[:-1])
         super().update_state((np.argmax(y_pred, axis=-1) == labels).astype(self.dtype), sample_weight)

@@ -16,6 +16,7 @@ from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
 from ..distribute.variables import Variable
+from ..tensor import array_module, asarray, is_cupy, like
 from . import losses as losses_lib
 from . import metrics as metrics_lib
 from . import optimizers as optimizers_lib
@@ -92,14 +93,32 @@ class Model:
     # -- forward and backward ----------------------------------------------------------------------
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, list[Any]]:
-        x = np.asarray(x)
+        x = asarray(x)
         if not self.built:
             self.build(x.shape)
+        self._follow(x)
         caches = []
         for layer in self.layers:
             x, cache = layer._forward(x, training)
             caches.append(cache)
         return x, caches
+
+    def _follow(self, x: Any) -> None:
+        """Keep the model's state where its input is: a CuPy input moves NumPy weights, optimizer slots and
+        metric totals to the input's GPU (and a NumPy input moves them back), as TF runs ops where data is.
+        Under a strategy with GPU devices everything already lives on the replicas' GPUs."""
+        weights = self.weights
+        if not weights or is_cupy(weights[0]._read()) == is_cupy(x):
+            return
+        state = [*weights, *self._metric_variables()]
+        if self.optimizer is not None and self.optimizer.built:
+            state += self.optimizer.variables
+        for var in state:
+            var._relocate(x)
+
+    def _metric_variables(self) -> list[Variable]:
+        metrics = [m for m in [self._loss_tracker, *self.compiled_metrics] if m is not None]
+        return [v for m in metrics for v in m.variables]
 
     def _backward(self, caches: list[Any], dy: Any) -> list[Any]:
         grads: list[list[Any]] = []
@@ -152,7 +171,7 @@ class Model:
         x, y = batch[0], batch[1]
         out, caches = self._forward(x, training=train)
         per_example = self.loss.call(y, out).astype(np.float32, copy=False)
-        local = [np.asarray(per_example.sum(), np.float32), np.asarray(per_example.shape[0], np.float32)]
+        local = [asarray(per_example.sum(), np.float32), like(np.float32(per_example.shape[0]), per_example)]
         if train:
             local.append(self._backward(caches, self.loss.grad(y, out).astype(out.dtype)))
         reduced = context.get_replica_context().all_reduce(ReduceOp.SUM, local)
@@ -243,9 +262,9 @@ class Model:
 
     def predict(self, x: Any, batch_size: int = 32, verbose: Any = "auto") -> np.ndarray:
         """Outputs for NumPy inputs, computed locally in batches."""
-        x = np.asarray(x)
+        x = asarray(x)
         parts = [self(x[i:i + batch_size]) for i in range(0, len(x), batch_size)]
-        return np.concatenate(parts, axis=0) if parts else np.zeros((0,))
+        return array_module(x).concatenate(parts, axis=0) if parts else np.zeros((0,))
 
 
 class Sequential(Model):

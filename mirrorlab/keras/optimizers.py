@@ -17,6 +17,7 @@ from ..aggregation import ReduceOp, VariableAggregation
 from ..distribute import context
 from ..distribute.values import DistributedValues
 from ..distribute.variables import Variable
+from ..tensor import asarray, like
 
 from .registry import lookup
 
@@ -45,8 +46,15 @@ class Optimizer(ABC):
         self.iterations = Variable(np.int64(0), name=f"{self.name}/iterations", trainable=False,
                                    aggregation=VariableAggregation.ONLY_FIRST_REPLICA)
         self._index = {id(v): i for i, v in enumerate(var_list)}
-        self._slots = {slot: [Variable(np.zeros(v.shape, v.dtype), name=f"{self.name}/{slot}/{i}", trainable=False)
+        self._slots = {slot: [Variable(like(np.zeros(v.shape, v.dtype), v._read()), name=f"{self.name}/{slot}/{i}", trainable=False)
                               for i, v in enumerate(var_list)] for slot in self.slot_names}
+
+    @property
+    def variables(self) -> list[Variable]:
+        """The optimizer's state: ``iterations`` then each slot's variables."""
+        if self.iterations is None:
+            return []
+        return [self.iterations, *(v for slot in self.slot_names for v in self._slots[slot])]
 
     def _checkpoint_children(self) -> dict[str, Any]:
         children: dict[str, Any] = dict(self._slots)
@@ -84,7 +92,7 @@ class Optimizer(ABC):
             if id(v) not in self._index:
                 raise KeyError(f"{v.name} was not passed to this optimizer's first apply_gradients/build; an "
                                "optimizer serves one fixed list of variables.")
-            self._update(v, np.asarray(g, v.dtype), {s: self._slots[s][self._index[id(v)]] for s in self.slot_names},
+            self._update(v, asarray(g, v.dtype), {s: self._slots[s][self._index[id(v)]] for s in self.slot_names},
                          lr, step)
         self.iterations.assign_add(np.int64(1))
 

@@ -26,6 +26,7 @@ from .._version import __version__
 from ..distribute import context
 from ..distribute.variables import DistributedVariable, Variable, plain_variable
 from ..runtime import current_environment
+from ..tensor import to_host
 from .files import atomic_write, is_chief, remove_temp_dirpath, write_filepath
 from .tracking import tracked_variables
 
@@ -196,7 +197,7 @@ class Checkpoint:
         writes to ``write_filepath(file_prefix)`` and deletes it (a path already inside a
         ``workertemp_<id>`` directory is used as given and left for the caller to remove)."""
         variables = self._variables()
-        values = {name: np.asarray(var._save_value()) for name, var in variables.items()}
+        values = {name: np.asarray(to_host(var._save_value())) for name, var in variables.items()}
         strategy = _strategy_of(variables)
         prefix = str(file_prefix)
         redirect = not is_chief(strategy) and not _TEMP_DIR.search(prefix)
