@@ -192,3 +192,12 @@ def test_distributed_batches_arrive_on_each_replicas_gpu(cupy):
     batches = list(strategy.experimental_distribute_dataset(md.Dataset.range(6).batch(3)))
     assert [[b.device.id for b in batch.values] for batch in batches] == [[0, 1], [0, 1]]
     assert [[b.get().tolist() for b in batch.values] for batch in batches] == [[[0, 1], [2]], [[3, 4], [5]]]
+
+
+def test_strategies_default_to_every_visible_gpu(cupy):
+    strategy = ml.MirroredStrategy()
+    assert strategy.extended.worker_devices == tuple(f"/job:localhost/replica:0/task:0/device:GPU:{k}"
+                                                     for k in range(fake_cupy.DEVICE_COUNT))
+    with strategy.scope():
+        v = ml.Variable(np.ones(2, np.float32))
+    assert [c._read().device.id for c in v.values] == list(range(fake_cupy.DEVICE_COUNT))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 
 from ..cluster import ClusterSpec
 from ..collective.communicator import Communicator
+from ..placement import gpu_module
 from .base import Environment, WorkerRuntime
 
 __all__ = ["LocalEnvironment", "count_gpus"]
@@ -14,14 +14,8 @@ __all__ = ["LocalEnvironment", "count_gpus"]
 
 def count_gpus() -> int:
     """GPUs CuPy can see; 0 without CuPy (never imported unless installed)."""
-    if importlib.util.find_spec("cupy") is None:
-        return 0
-    try:
-        import cupy
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # CuPy installed but no driver/device: a CPU machine
-        return 0
+    found = gpu_module()
+    return found[1] if found is not None else 0
 
 
 class LocalEnvironment(Environment):
