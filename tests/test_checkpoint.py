@@ -42,7 +42,8 @@ def test_round_trip_of_plain_variables(tmp_path):
         "save_counter/.ATTRIBUTES/VARIABLE_VALUE": [], "step/.ATTRIBUTES/VARIABLE_VALUE": []}
     np.testing.assert_array_equal(load_variable(path, "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"),
                                   np.ones((2, 3)))
-    np.testing.assert_array_equal(load_variable(path, "model/dense/kernel"), np.ones((2, 3)))
+    with pytest.raises(errors.NotFoundError, match="Key model/dense/kernel not found(.|\n)*full key"):
+        load_variable(path, "model/dense/kernel")  # as TF: the bare object path is not a key
 
 
 def test_on_read_sum_saved_as_total_restores_as_total_over_n_on_any_cluster_shape(tmp_path):
@@ -55,8 +56,8 @@ def test_on_read_sum_saved_as_total_restores_as_total_over_n_on_any_cluster_shap
 
     paths = SimCluster(workers=2, devices_per_worker=2).run(save_program).values()
     assert paths == [str(tmp_path / "ckpt-1")] * 2
-    assert load_variable(paths[0], "total") == 10.0  # 1 + 2 + 3 + 4, aggregated while saving
-    assert load_variable(paths[0], "mean") == 2.5
+    assert load_variable(paths[0], "total/.ATTRIBUTES/VARIABLE_VALUE") == 10.0  # 1 + 2 + 3 + 4, aggregated while saving
+    assert load_variable(paths[0], "mean/.ATTRIBUTES/VARIABLE_VALUE") == 2.5
     assert not any(p.name.startswith("workertemp") for p in tmp_path.iterdir())
 
     def restore_program():
@@ -127,9 +128,9 @@ def test_corrupt_or_mismatched_checkpoints_fail_clearly(tmp_path):
     with pytest.raises(errors.DataLossError, match="SHA-256"):
         Checkpoint(v=v).read(path)
     Checkpoint(v=v).write(tmp_path / "b")
-    with pytest.raises(ValueError, match=r"incompatible tensor with shape \(3,\) .* shape \(4,\) and name v"):
+    with pytest.raises(ValueError, match=r"incompatible tensor with shape \(3,\) .* shape \(4,\) and name Variable:0"):
         Checkpoint(v=ml.Variable(np.ones(4, np.float32))).read(tmp_path / "b")
-    with pytest.raises(AssertionError, match="saved values without a variable"):
+    with pytest.raises(AssertionError, match=r"Found 1 Python objects that were not bound"):
         Checkpoint(other=ml.Variable(np.ones(3, np.float32))).read(tmp_path / "b").assert_consumed()
 
 
@@ -182,3 +183,88 @@ def test_checkpoint_keys_counter_and_nesting_follow_tf(tmp_path):
     np.testing.assert_array_equal(fresh.v.numpy(), [1.0, 2.0])
     with pytest.raises(errors.NotFoundError, match="^Key nope not found in checkpoint"):
         load_variable(second, "nope")
+
+
+def test_checkpoint_save_and_manager_state_files_follow_tf(tmp_path):
+    # Checkpoint.save records only its newest path, and a manager never adopts (deletes) those saves.
+    ckpt = Checkpoint(v=ml.Variable(1.0))
+    for _ in range(3):
+        ckpt.save(tmp_path / "ckpt")
+    assert (tmp_path / "checkpoint").read_text() == ('model_checkpoint_path: "ckpt-3"\n'
+                                                     'all_model_checkpoint_paths: "ckpt-3"\n')
+    manager = CheckpointManager(ckpt, tmp_path, max_to_keep=1)
+    assert manager.checkpoints == [] and manager.latest_checkpoint == str(tmp_path / "ckpt-3")
+    manager.save()
+    assert sorted(p.name for p in tmp_path.glob("*.index.json")) == [f"ckpt-{n}.index.json" for n in (1, 2, 3, 4)]
+    # A manager's own saves carry timestamps, so the next manager takes them over and rotates them.
+    manager.save()
+    assert "all_model_checkpoint_timestamps" in (tmp_path / "checkpoint").read_text()
+    again = CheckpointManager(ckpt, tmp_path, max_to_keep=1)
+    assert again.checkpoints == [str(tmp_path / "ckpt-5")]
+    again.save()
+    assert not (tmp_path / "ckpt-5.index.json").exists() and (tmp_path / "ckpt-1.index.json").exists()
+    with pytest.raises(ValueError, match="Expected a positive integer or `None` for `max_to_keep`, got 0"):
+        CheckpointManager(ckpt, tmp_path, max_to_keep=0)
+
+
+def test_manager_keeps_one_checkpoint_per_interval_and_honours_checkpoint_interval(tmp_path, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("mirrorlab.train.checkpoint.time.time", lambda: clock[0])
+    step = ml.Variable(np.int64(0))
+    manager = CheckpointManager(Checkpoint(v=ml.Variable(1.0)), tmp_path, max_to_keep=1,
+                                keep_checkpoint_every_n_hours=1, step_counter=step, checkpoint_interval=2)
+    saved = []
+    for s in range(6):
+        step.assign(np.int64(s))
+        clock[0] += 1800.0  # half an hour per step
+        saved.append(manager.save())
+    assert [p and Path(p).name for p in saved] == ["ckpt-1", None, "ckpt-2", None, "ckpt-3", None]
+    kept = sorted(p.name for p in tmp_path.glob("*.index.json"))
+    assert kept == ["ckpt-2.index.json", "ckpt-3.index.json"]  # ckpt-1 is < 1 h after the start: deleted
+    with pytest.raises(ValueError, match="`step_counter` should be passed"):
+        CheckpointManager(Checkpoint(), tmp_path, max_to_keep=1, checkpoint_interval=2)
+
+
+def test_restore_matching_follows_tf_including_the_save_counter_and_late_variables(tmp_path):
+    written = Checkpoint(v=ml.Variable(1.0)).write(tmp_path / "w")
+    with pytest.raises(AssertionError, match=r"not bound to checkpointed values.*'save_counter:0'"):
+        Checkpoint(v=ml.Variable(0.0)).restore(written).assert_consumed()  # restore creates the counter
+    saved = Checkpoint(v=ml.Variable(2.0)).save(tmp_path / "s")
+    status = Checkpoint(v=ml.Variable(0.0)).read(saved)
+    status.assert_existing_objects_matched()
+    with pytest.raises(AssertionError, match=r"Unresolved object in checkpoint \(root\)\.save_counter"):
+        status.assert_consumed()
+    Checkpoint(q=ml.Variable(0.0)).restore(saved).assert_nontrivial_match()  # the counter matched
+    with pytest.raises(AssertionError, match="Nothing except the root object matched"):
+        Checkpoint(q=ml.Variable(0.0)).read(saved).assert_nontrivial_match()
+    # Values read before their variable exists are restored when it is attached.
+    late = Checkpoint()
+    status = late.restore(saved)
+    late.v = ml.Variable(0.0)
+    assert late.v.numpy() == 2.0 and isinstance(late.v.numpy(), np.float32)
+    status.assert_consumed()
+    reader = Checkpoint(v=ml.Variable(0.0))
+    reader.read(saved)
+    assert int(reader.save_counter.numpy()) == 1  # the counter created after read takes the saved count
+    with pytest.raises(AssertionError, match=r"No checkpoint specified \(save_path=None\)"):
+        Checkpoint(v=ml.Variable(0.0)).restore(None).assert_consumed()
+
+
+def test_restore_errors_follow_tf(tmp_path):
+    path = Checkpoint(a=ml.Variable(1.0, dtype=np.float64), b=ml.Variable(1.0)).write(tmp_path / "w")
+    a, b = ml.Variable(0.0, dtype=np.float64), ml.Variable(0.0, dtype=np.float64)
+    with pytest.raises(errors.InvalidArgumentError, match=r"tensor_name = b/.ATTRIBUTES/VARIABLE_VALUE; expected "
+                                                          r"dtype double does not equal original dtype float"):
+        Checkpoint(a=a, b=b).read(path)
+    assert a.numpy() == 0.0  # checked before anything was assigned
+    with pytest.raises(errors.DataLossError, match="Is a directory"):
+        Checkpoint(a=a).restore(tmp_path)
+    with pytest.raises(errors.NotFoundError, match=r"^Error when restoring from checkpoint or SavedModel at .*nope: "
+                                                   r"Unsuccessful TensorSliceReader"):
+        Checkpoint(a=a).restore(tmp_path / "nope")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="Couldn't find 'checkpoint' file or checkpoints in given directory"):
+        list_variables(empty)
+    with pytest.raises(ValueError, match="was expecting v to be a trackable object"):
+        Checkpoint(v=np.zeros(2))

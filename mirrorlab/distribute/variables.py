@@ -122,10 +122,11 @@ class _ArrayLike(ABC):
         value = np.asarray(to_host(self._read()))
         return value if dtype is None else value.astype(dtype)
 
-    def numpy(self) -> np.ndarray:
-        """A writable copy of the value."""
+    def numpy(self) -> Any:
+        """A writable copy of the value (a NumPy scalar for a scalar variable, as TF's)."""
         value = self._read()
-        return value.get() if is_cupy(value) else np.array(value)
+        array = value.get() if is_cupy(value) else np.array(value)
+        return array[()] if array.ndim == 0 else array
 
     def value(self) -> Any:
         return _new_tensor(self._read())
@@ -298,7 +299,9 @@ class Variable(_ArrayLike, metaclass=_VariableMeta):
 
 
 def _var_repr(name: str, shape: tuple, dtype: np.dtype, value: Any) -> str:
-    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype.name}, numpy={np.asarray(to_host(value))!r}>"
+    array = np.asarray(to_host(value))
+    text = str(array[()]) if array.ndim == 0 else repr(array)  # as TF: numpy=0.0, numpy=array([...])
+    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype.name}, numpy={text}>"
 
 
 class ComponentVariable(_ArrayLike):

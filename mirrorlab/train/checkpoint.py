@@ -16,6 +16,8 @@ import io
 import json
 import os
 import re
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +59,15 @@ def _strategy_of(variables: dict[str, Variable]) -> Any:
 def load_checkpoint_manifest(prefix: str | os.PathLike) -> dict:
     """The manifest of a complete checkpoint; raises NotFoundError/DataLossError for anything else."""
     data_path, index_path = _prefix_paths(str(prefix))
+    if os.path.isdir(prefix):
+        raise errors.DataLossError(
+            f"Unable to open table file {prefix}: FAILED_PRECONDITION: {prefix}; Is a directory: perhaps your file is "
+            "in a different file format and you need to use a different restore operator?\nFix: pass a checkpoint "
+            "prefix, e.g. mirrorlab.train.latest_checkpoint(directory).")
     if not index_path.exists():
         hint = " (its data file exists: the save was interrupted)" if data_path.exists() else ""
         raise errors.NotFoundError(f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for "
-                                   f"{prefix}: no complete mirrorlab checkpoint there{hint}.")
+                                   f"{prefix}\n(no complete mirrorlab checkpoint there{hint})")
     if index_path.stat().st_size > MAX_MANIFEST_BYTES:
         raise errors.DataLossError(f"{index_path} is larger than {MAX_MANIFEST_BYTES} bytes: not a mirrorlab manifest")
     try:
@@ -104,27 +111,49 @@ def _load_arrays(prefix: str, manifest: dict) -> dict[str, np.ndarray]:
 
 
 class LoadStatus:
-    """What a restore matched: ``assert_consumed`` fails if anything was left unmatched on either side."""
+    """What a restore matched, with TF's checks. Saved values nothing matched yet stay pending on the
+    checkpoint and are restored when a matching variable is attached later (``ckpt.w = Variable(...)``)."""
 
-    def __init__(self, restored: list[str], missing: list[str], unused: list[str]) -> None:
+    def __init__(self, checkpoint: "Checkpoint", restored: list[str], missing: list[Variable]) -> None:
+        self._checkpoint = checkpoint
         self.restored = restored
         self.missing = missing
-        self.unused = unused
+
+    @property
+    def unused(self) -> list[str]:
+        """Saved keys no variable has taken (yet)."""
+        return sorted(self._checkpoint._pending)
+
+    def _unmatched_objects(self) -> None:
+        if self.missing:
+            shown = ", ".join(repr(v) for v in self.missing[:10])
+            raise AssertionError(
+                f"Found {len(self.missing)} Python objects that were not bound to checkpointed values, likely due to "
+                f"changes in the Python program. Showing {min(len(self.missing), 10)} of {len(self.missing)} "
+                f"unmatched objects: [{shown}]")
 
     def assert_consumed(self) -> "LoadStatus":
-        if self.missing or self.unused:
-            raise AssertionError(f"Checkpoint not fully consumed: variables without a saved value {self.missing}; "
-                                 f"saved values without a variable {self.unused}")
+        """Every variable got a saved value and every saved value found its variable."""
+        self._unmatched_objects()
+        for key in self.unused:
+            path = key[:-len(VALUE_SUFFIX)] if key.endswith(VALUE_SUFFIX) else key
+            raise AssertionError(f"Unresolved object in checkpoint (root).{path.replace('/', '.')}: attributes {{\n"
+                                 f'  name: "VARIABLE_VALUE"\n  full_name: "{path}"\n  checkpoint_key: "{key}"\n}}\n'
+                                 "has_checkpoint_values {\n  value: true\n}\n")
         return self
 
     def assert_existing_objects_matched(self) -> "LoadStatus":
-        if self.missing:
-            raise AssertionError(f"Unresolved objects: no saved value for {self.missing}")
+        """Every variable that exists now got a saved value."""
+        self._unmatched_objects()
         return self
 
     def assert_nontrivial_match(self) -> "LoadStatus":
+        """At least one variable got a saved value."""
         if not self.restored:
-            raise AssertionError("Nothing was restored: the checkpoint shares no variable with this object graph")
+            raise AssertionError(
+                "Nothing except the root object matched a checkpointed value. Typically this means that the "
+                "checkpoint does not match the Python program. The following objects have no matching checkpointed "
+                f"value: [{', '.join(repr(v) for v in self.missing)}]")
         return self
 
     def expect_partial(self) -> "LoadStatus":
@@ -132,6 +161,18 @@ class LoadStatus:
 
     def run_restore_ops(self, session: Any = None) -> None:
         """Nothing to run: restores happen eagerly."""
+
+
+class NothingRestored(LoadStatus):
+    """The status of ``restore(None)``: every check fails, as TF's initialization-only status does."""
+
+    def __init__(self, checkpoint: "Checkpoint") -> None:
+        super().__init__(checkpoint, [], [])
+
+    def _fail(self) -> "LoadStatus":
+        raise AssertionError("No checkpoint specified (save_path=None); nothing is being restored.")
+
+    assert_consumed = assert_existing_objects_matched = assert_nontrivial_match = _fail
 
 
 class Checkpoint:
@@ -142,11 +183,10 @@ class Checkpoint:
         if root is not None:
             roots["root"] = root
         for name, value in roots.items():
-            if value is None or isinstance(value, (str, bytes, int, float, bool)):
-                raise ValueError(f"`Checkpoint` was expecting a trackable object (an object derived from "
-                                 f"`Trackable`), got {value!r} for `{name}`.")
+            _check_trackable(name, value)
         self._roots = roots
         self._counter: Variable | None = None
+        self._pending: dict[str, np.ndarray] = {}  # saved values read before their variable existed
 
     @property
     def save_counter(self) -> Variable:
@@ -154,6 +194,8 @@ class Checkpoint:
         TF creates it on the first ``save``, ``restore`` or access, never on ``write``/``read``."""
         if self._counter is None:
             self._counter = plain_variable(np.int64(0), name="save_counter")
+            if COUNTER_KEY in self._pending:
+                self._counter._restore_value(self._pending.pop(COUNTER_KEY))
         return self._counter
 
     def _saves(self) -> int:
@@ -176,8 +218,13 @@ class Checkpoint:
         """Assigning a public attribute adds it to what is saved, as in TF."""
         if name.startswith("_") or name == "save_counter":
             object.__setattr__(self, name, value)
-        else:
-            self._roots[name] = value
+            return
+        _check_trackable(name, value)
+        self._roots[name] = value
+        for path, var in tracked_variables({name: value}).items():  # a restore waiting for this variable
+            key = checkpoint_key(path)
+            if key in self._pending:
+                var._restore_value(self._pending.pop(key))
 
     def _checkpoint_children(self) -> dict[str, Any]:
         """What a checkpoint nested in another one contributes: its roots (and its counter once it has one)."""
@@ -210,7 +257,7 @@ class Checkpoint:
         """Save to ``<file_prefix>-<n>`` (n counts saves) and record it as the latest checkpoint."""
         path = self.write(f"{file_prefix}-{self._count_save()}")
         if is_chief(_strategy_of(self._variables())):
-            _update_state(os.path.dirname(str(file_prefix)) or ".", path, None)
+            _write_state(os.path.dirname(str(file_prefix)) or ".", path, [path])  # TF records only the newest
         return path
 
     def _write_files(self, prefix: str, values: dict[str, np.ndarray], variables: dict[str, Variable],
@@ -239,80 +286,126 @@ class Checkpoint:
 
     def read(self, save_path: str | os.PathLike) -> LoadStatus:
         """Restore every tracked variable that has a saved value (ON_READ SUM values are split across
-        replicas, as TF does); shapes must match."""
+        replicas, as TF does). Dtypes are checked before anything is assigned; saved values without a
+        variable wait for one to be attached (see ``LoadStatus``)."""
         manifest = load_checkpoint_manifest(save_path)
         saved = _load_arrays(str(save_path), manifest)
         variables = self._variables()
-        # The save counter is bookkeeping: restored when both sides have it, never reported as (un)matched.
-        counter, count = variables.pop(COUNTER_KEY, None), saved.pop(COUNTER_KEY, None)
-        if counter is not None and count is not None:
-            counter._restore_value(count)
+        for name, var in variables.items():
+            if name in saved and saved[name].dtype != var.dtype:
+                raise errors.InvalidArgumentError(
+                    f"tensor_name = {name}; expected dtype {_tf_dtype(var.dtype)} does not equal original dtype "
+                    f"{_tf_dtype(saved[name].dtype)} [Op:RestoreV2]\nFix: create the variable with "
+                    f"dtype={saved[name].dtype.name}, as it was saved (checkpoint {save_path}).")
         restored, missing = [], []
         for name, var in variables.items():
             if name not in saved:
-                missing.append(name)
+                missing.append(var)
                 continue
-            value = saved[name]
+            value = saved.pop(name)
             if tuple(value.shape) != tuple(var.shape):
                 raise ValueError(f"Received incompatible tensor with shape {tuple(value.shape)} when attempting to "
-                                 f"restore variable with shape {tuple(var.shape)} and name {name} from {save_path}. "
-                                 "Fix: build the model exactly as it was when the checkpoint was saved.")
-            if value.dtype != var.dtype:
-                raise TypeError(f"Checkpoint {save_path} holds {name} as {value.dtype.name} but the variable is "
-                                f"{var.dtype.name}.")
+                                 f"restore variable with shape {tuple(var.shape)} and name {var.name}.\nFix: build "
+                                 f"the model exactly as it was when {save_path} was saved ({name}).")
             var._restore_value(value)
             restored.append(name)
-        unused = sorted(set(saved) - set(variables))
-        return LoadStatus(restored, missing, unused)
+        self._pending = saved
+        return LoadStatus(self, restored, missing)
 
     def restore(self, save_path: str | os.PathLike | None, options: Any = None) -> LoadStatus:
-        """``read`` plus the save counter; ``None`` restores nothing (fresh start)."""
+        """``read`` plus the save counter (created here, as TF does); ``None`` restores nothing."""
         if save_path is None:
-            return LoadStatus([], [], [])
-        _ = self.save_counter  # restore creates the counter; read gives it the saved count
-        return self.read(save_path)
+            return NothingRestored(self)
+        _ = self.save_counter
+        try:
+            return self.read(save_path)
+        except errors.NotFoundError as exc:
+            raise type(exc)(f"Error when restoring from checkpoint or SavedModel at {save_path}: {exc.message}\n"
+                            "Please double-check that the path is correct. You may be missing the checkpoint suffix "
+                            "(e.g. the '-1' in 'path/to/ckpt-1').") from None
+
+
+_TF_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
+
+
+def _tf_dtype(dtype: np.dtype) -> str:
+    return _TF_DTYPE_NAMES.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def _check_trackable(name: str, value: Any) -> None:
+    """TF refuses values that hold no state (numbers, strings, NumPy arrays) as checkpoint attributes."""
+    if value is None or isinstance(value, (str, bytes, int, float, bool, complex, np.ndarray, np.generic)):
+        raise ValueError(f"`Checkpoint` was expecting {name} to be a trackable object (an object derived from "
+                         f"`Trackable`), got {value}. If you believe this object should be trackable (i.e. it is "
+                         "part of the TensorFlow Python API and manages state), please open an issue.\nFix: pass a "
+                         f"Variable (e.g. mirrorlab.Variable({name})) or an object holding variables.")
 
 
 def _state_path(directory: str) -> Path:
     return Path(directory) / STATE_FILE
 
 
-def _read_state(directory: str) -> list[str]:
+@dataclass
+class _State:
+    """The ``checkpoint`` file of a directory (TF's CheckpointState text proto); paths are absolute."""
+
+    latest: str | None
+    paths: list[str]
+    timestamps: list[float]
+    last_preserved: float
+
+
+def _read_state(directory: str) -> _State | None:
     path = _state_path(directory)
-    if not path.exists():
-        return []
-    found = re.findall(r'^all_model_checkpoint_paths: "(.*)"$', path.read_text(encoding="utf-8"), re.M)
-    return [p if os.path.isabs(p) else os.path.join(directory, p) for p in found]
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+
+    def absolute(p: str) -> str:
+        return p if os.path.isabs(p) else os.path.join(directory, p)
+
+    latest = re.search(r'^model_checkpoint_path: "(.*)"$', text, re.M)
+    preserved = re.search(r"^last_preserved_timestamp: (\S+)$", text, re.M)
+    return _State(absolute(latest.group(1)) if latest else None,
+                  [absolute(p) for p in re.findall(r'^all_model_checkpoint_paths: "(.*)"$', text, re.M)],
+                  [float(t) for t in re.findall(r"^all_model_checkpoint_timestamps: (\S+)$", text, re.M)],
+                  float(preserved.group(1)) if preserved else 0.0)
 
 
-def _update_state(directory: str, latest: str, keep: list[str] | None) -> None:
-    paths = keep if keep is not None else [p for p in _read_state(directory) if p != latest] + [latest]
-    rel = [os.path.relpath(p, directory) for p in paths]
-    text = f'model_checkpoint_path: "{os.path.relpath(latest, directory)}"\n'
-    text += "".join(f'all_model_checkpoint_paths: "{r}"\n' for r in rel)
+def _write_state(directory: str, latest: str, paths: list[str], timestamps: list[float] | None = None,
+                 last_preserved: float | None = None) -> None:
+    def rel(p: str) -> str:
+        return os.path.relpath(p, directory)
+
+    text = f'model_checkpoint_path: "{rel(latest)}"\n'
+    text += "".join(f'all_model_checkpoint_paths: "{rel(p)}"\n' for p in paths)
+    text += "".join(f"all_model_checkpoint_timestamps: {t!r}\n" for t in timestamps or [])
+    if last_preserved is not None:
+        text += f"last_preserved_timestamp: {last_preserved!r}\n"
     atomic_write(_state_path(directory), text.encode())
 
 
 def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> str | None:
-    """The newest complete checkpoint recorded in ``checkpoint_dir``, or None."""
-    for path in reversed(_read_state(str(checkpoint_dir))):
-        if _prefix_paths(path)[1].exists():
-            return path
-    return None
+    """The checkpoint the directory's state file names as the latest, if it is complete; else None."""
+    state = _read_state(str(checkpoint_dir))
+    if state is None or state.latest is None or not _prefix_paths(state.latest)[1].exists():
+        return None
+    return state.latest
 
 
 def load_variable(ckpt_dir_or_file: str | os.PathLike, name: str) -> Any:
-    """One saved value by TF's key (``v/.ATTRIBUTES/VARIABLE_VALUE``) or its object path (``v``).
+    """One saved value by TF's key (``v/.ATTRIBUTES/VARIABLE_VALUE``; a ``:0`` suffix is ignored).
     ``_CHECKPOINTABLE_OBJECT_GRAPH`` gives the object graph as JSON bytes (TF gives a serialized proto)."""
     prefix = _resolve(ckpt_dir_or_file)
     manifest = load_checkpoint_manifest(prefix)
-    key = checkpoint_key(name[:-2] if name.endswith(":0") else name)
+    key = name[:-2] if name.endswith(":0") else name
     entries = _saved_entries(manifest)
     if key == OBJECT_GRAPH_KEY:
         return json.dumps(entries, sort_keys=True).encode()
     if key not in entries:
-        raise errors.NotFoundError(f"Key {name} not found in checkpoint\n(checkpoint {prefix} holds "
-                                   f"{sorted(entries)})")
+        full = checkpoint_key(key)
+        fix = f"Fix: use the full key {full!r}." if full in entries else f"Keys in {prefix}: {sorted(entries)}."
+        raise errors.NotFoundError(f"Key {key} not found in checkpoint\n{fix}")
     return _load_arrays(prefix, manifest)[key]
 
 
@@ -328,7 +421,7 @@ def _resolve(ckpt_dir_or_file: str | os.PathLike) -> str:
     if os.path.isdir(path):
         latest = latest_checkpoint(path)
         if latest is None:
-            raise errors.NotFoundError(f"no checkpoint recorded in directory {path}")
+            raise ValueError(f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}")
         return latest
     return path
 
@@ -336,20 +429,35 @@ def _resolve(ckpt_dir_or_file: str | os.PathLike) -> str:
 class CheckpointManager:
     """Numbered saves in one directory, keeping the newest ``max_to_keep`` (TF's CheckpointManager).
 
-    On non-chief workers the files go to ``directory/workertemp_<task_id>`` and are removed after each
-    save; every worker restores from the chief's ``directory``."""
+    Like TF's, it takes over only the checkpoints an earlier manager recorded with timestamps (never
+    ones ``Checkpoint.save`` wrote), and keeps one every ``keep_checkpoint_every_n_hours``. On non-chief
+    workers the files go to ``directory/workertemp_<task_id>`` and are removed after each save; every
+    worker restores from the chief's ``directory``."""
 
     def __init__(self, checkpoint: Checkpoint, directory: str | os.PathLike, max_to_keep: int | None,
                  keep_checkpoint_every_n_hours: float | None = None, checkpoint_name: str = "ckpt",
                  step_counter: Any = None, checkpoint_interval: Any = None, init_fn: Any = None) -> None:
         if max_to_keep is not None and max_to_keep <= 0:
-            raise ValueError(f"max_to_keep must be a positive integer or None, got {max_to_keep}.")
+            raise ValueError(f"Expected a positive integer or `None` for `max_to_keep`, got {max_to_keep}.")
+        if checkpoint_interval is not None and step_counter is None:
+            raise ValueError("`step_counter` should be passed if `checkpoint_interval` is not None.")
         self._checkpoint = checkpoint
         self._directory = str(directory)
         self._max_to_keep = max_to_keep
+        self._keep_every = keep_checkpoint_every_n_hours
         self._name = checkpoint_name
         self._init_fn = init_fn
-        self._checkpoints = [p for p in _read_state(self._directory) if _prefix_paths(p)[1].exists()]
+        self._step_counter = step_counter
+        self._interval = checkpoint_interval
+        self._last_step: int | None = None
+        now = time.time()
+        state = _read_state(self._directory)
+        self._latest = None if state is None else state.latest
+        self._last_preserved = now - 1.0 if state is None else state.last_preserved
+        stamps = [] if state is None else state.timestamps or [self._last_preserved] * len(state.paths)
+        self._maybe_delete: dict[str, float] = {
+            path: min(stamp, now) for path, stamp in zip([] if state is None else state.paths, stamps)
+            if min(stamp, now) > self._last_preserved}
 
     @property
     def directory(self) -> str:
@@ -357,28 +465,53 @@ class CheckpointManager:
 
     @property
     def checkpoints(self) -> list[str]:
-        return list(self._checkpoints)
+        """The checkpoints this manager may still delete, oldest first."""
+        return list(self._maybe_delete)
 
     @property
     def latest_checkpoint(self) -> str | None:
-        return self._checkpoints[-1] if self._checkpoints else None
+        return self._latest
 
-    def save(self, checkpoint_number: int | None = None, check_interval: bool = True, options: Any = None) -> str:
-        """Save (a collective: call it on every worker); returns the chief's path."""
+    @property
+    def checkpoint_interval(self) -> Any:
+        return self._interval
+
+    def save(self, checkpoint_number: int | None = None, check_interval: bool = True,
+             options: Any = None) -> str | None:
+        """Save (a collective: call it on every worker); returns the chief's path, or None when
+        ``checkpoint_interval`` steps have not passed since the last save."""
+        if self._interval is not None:
+            step = int(np.asarray(to_host(self._step_counter)))
+            if self._last_step is not None and (step == self._last_step or (
+                    check_interval and step < self._last_step + self._interval)):
+                return None
+            self._last_step = step
         ckpt = self._checkpoint
         count = ckpt._count_save()
-        number = count if checkpoint_number is None else int(checkpoint_number)
+        number = count if checkpoint_number is None else int(np.asarray(to_host(checkpoint_number)))
         prefix = ckpt.write(os.path.join(self._directory, f"{self._name}-{number}"))
         if not is_chief(_strategy_of(ckpt._variables())):
             return prefix
-        self._checkpoints = [p for p in self._checkpoints if p != prefix] + [prefix]
-        if self._max_to_keep is not None:
-            for old in self._checkpoints[:-self._max_to_keep]:
-                for path in _prefix_paths(old):
-                    path.unlink(missing_ok=True)
-            self._checkpoints = self._checkpoints[-self._max_to_keep:]
-        _update_state(self._directory, prefix, self._checkpoints)
+        self._latest = prefix
+        self._maybe_delete.pop(prefix, None)
+        self._maybe_delete[prefix] = time.time()
+        self._sweep()
+        _write_state(self._directory, prefix, list(self._maybe_delete), list(self._maybe_delete.values()),
+                     self._last_preserved)
         return prefix
+
+    def _sweep(self) -> None:
+        """Delete the oldest checkpoints beyond ``max_to_keep``, preserving one per keep interval."""
+        if self._max_to_keep is None:
+            return
+        while len(self._maybe_delete) > self._max_to_keep:
+            oldest = next(iter(self._maybe_delete))
+            stamp = self._maybe_delete.pop(oldest)
+            if self._keep_every is not None and stamp - self._keep_every * 3600.0 >= self._last_preserved:
+                self._last_preserved = stamp
+                continue
+            for path in _prefix_paths(oldest):
+                path.unlink(missing_ok=True)
 
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint, or run ``init_fn`` when there is none."""
