@@ -89,3 +89,22 @@ def test_function_decorator_runs_eagerly_with_or_without_arguments():
     assert ml.function(jit_compile=True, reduce_retracing=True)(step) is step
     with pytest.raises(TypeError, match="expects a callable"):
         ml.function(3)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt"])
+def test_variable_operators_convert_the_other_operand_to_the_variables_dtype_as_tf(op):
+    import operator
+
+    fn = getattr(operator, op)
+    v = ml.Variable(np.array([2.0, 3.0], np.float32))
+    iv = ml.Variable(np.array([2, 3], np.int32))
+    other = np.array([1.5, 2.5])  # float64: TF casts it to the variable's dtype
+    for result in (fn(v, other), fn(other, v), fn(v, np.float64(1.5)), fn(np.float64(1.5), v)):
+        assert result.dtype == (np.bool_ if op == "lt" else np.float32)
+    assert fn(iv, np.array([1.5, 2.5], np.float32)).dtype == (
+        np.bool_ if op == "lt" else np.float64 if op == "truediv" else np.int32)
+    expected = errors.InvalidArgumentError if op == "add" else TypeError
+    with pytest.raises(expected, match="AddV2|Cannot convert 1.5 to EagerTensor of dtype int32|same dtype"):
+        fn(iv, 1.5)
+    with pytest.raises(TypeError, match="Cannot convert 1.5 to EagerTensor of dtype int32"):
+        fn(1.5, iv)

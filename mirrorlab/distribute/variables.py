@@ -114,6 +114,8 @@ class _VariableMeta(ABCMeta):
 class _ArrayLike(ABC):
     """Arithmetic, indexing and NumPy conversion through the value the current context reads."""
 
+    __array_priority__ = 100  # NumPy operands defer to the variable's operators (TF's dtype rule)
+
     @abstractmethod
     def _read(self) -> Any:
         """Implemented by subclasses."""
@@ -169,18 +171,44 @@ def _new_tensor(array: Any) -> Any:
     return array.view() if hasattr(array, "view") else array
 
 
-def _operand(x: Any) -> Any:
-    return x._read() if isinstance(x, _ArrayLike) else x
+def _operand(var: "_ArrayLike", other: Any, name: str, reflected: bool) -> Any:
+    """``other`` as TF converts the second operand of a variable's operator: to the variable's dtype
+    (NumPy values and Python numbers are cast; a Python float never converts to an integer dtype)."""
+    if isinstance(other, _ArrayLike):
+        return other._read()
+    dtype = np.dtype(var.dtype)
+    if isinstance(other, float) and dtype.kind in "iub":
+        fix = (f"\nFix: use a {dtype.name} operand, or cast the variable's value first, e.g. "
+               f"`v.numpy().astype('float32') {_SYMBOLS[name]} {other!r}`.")
+        if name == "add" and not reflected:
+            raise errors.InvalidArgumentError(
+                f"cannot compute AddV2 as input #1(zero-based) was expected to be a {dtype.name} tensor but is a "
+                f"float tensor [Op:AddV2] name: {fix}")
+        if name == "truediv" and not reflected:
+            raise TypeError(f"`x` and `y` must have the same dtype, got tf.{dtype.name} != tf.float32.{fix}")
+        raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {dtype.name}{fix}")
+    if is_cupy(other):
+        return other.astype(dtype, copy=False)
+    if isinstance(other, (int, float, list, tuple, np.ndarray, np.generic)):
+        return like(np.asarray(other).astype(dtype, copy=False), var._read())
+    return other
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+            "matmul": "@", "and": "&", "or": "|", "xor": "^", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 def _install_binary_ops() -> None:
     for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor"):
         op = getattr(operator, f"{name}_" if name in ("and", "or") else name)
-        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op: op(self._read(), _operand(other)))
-        setattr(_ArrayLike, f"__r{name}__", lambda self, other, op=op: op(_operand(other), self._read()))
+        setattr(_ArrayLike, f"__{name}__",
+                lambda self, other, op=op, name=name: op(self._read(), _operand(self, other, name, False)))
+        setattr(_ArrayLike, f"__r{name}__",
+                lambda self, other, op=op, name=name: op(_operand(self, other, name, True), self._read()))
     for name in ("lt", "le", "gt", "ge"):
         op = getattr(operator, name)
-        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op: op(self._read(), _operand(other)))
+        setattr(_ArrayLike, f"__{name}__",
+                lambda self, other, op=op, name=name: op(self._read(), _operand(self, other, name, False)))
 
 
 _install_binary_ops()
