@@ -210,3 +210,14 @@ def test_per_replica_input_gives_each_replica_its_own_pipeline_in_mirrored_strat
     assert steps == [[[0], [10]], [[1], [11]], [[], [12]]]
     with pytest.raises(NotImplementedError, match=r"only supported in `distribute_datasets_from_function`\.$"):
         strategy.experimental_distribute_dataset(md.Dataset.range(4).batch(2), options)
+
+
+def test_distributed_dataset_cardinality_is_a_property_and_get_next_ends_with_out_of_range():
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    dist = strategy.experimental_distribute_dataset(md.Dataset.range(6).batch(4))
+    assert dist.cardinality == 2 and isinstance(dist.cardinality, np.int64)
+    assert strategy.experimental_distribute_dataset(md.Dataset.range(6).repeat().batch(4)).cardinality == -1
+    iterator = iter(dist)
+    iterator.get_next(), iterator.get_next()
+    with pytest.raises(errors.OutOfRangeError, match="End of sequence"):
+        iterator.get_next()

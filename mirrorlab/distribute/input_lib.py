@@ -101,8 +101,10 @@ class DistributedDataset:
         return nest.map_structure(lambda s: TensorSpec((None, *s.shape[1:]), s.dtype) if s.shape else s,
                                   self._original.element_spec)
 
-    def cardinality(self) -> int:
-        return self._original.cardinality()
+    @property
+    def cardinality(self) -> np.int64:
+        """Steps per pass, a property as in TF (-1 infinite, -2 unknown); the input dataset's count."""
+        return np.int64(self._original.cardinality())
 
 
 class DistributedIterator:
@@ -122,7 +124,12 @@ class DistributedIterator:
         return self
 
     def get_next(self) -> Any:
-        return self.__next__()
+        """The next step's values; at the end ``OutOfRangeError`` (``next()`` raises StopIteration), as TF."""
+        try:
+            return self.__next__()
+        except StopIteration:
+            raise errors.OutOfRangeError("End of sequence [Op:IteratorGetNext] name: \nFix: iterate with `for` or "
+                                         "`get_next_as_optional()` to stop at the end of the data.") from None
 
     def __next__(self) -> Any:
         frame = context.current_frame()
