@@ -221,3 +221,14 @@ def test_distributed_dataset_cardinality_is_a_property_and_get_next_ends_with_ou
     iterator.get_next(), iterator.get_next()
     with pytest.raises(errors.OutOfRangeError, match="End of sequence"):
         iterator.get_next()
+
+
+def test_distributed_element_spec_is_per_replica_with_static_batches_when_they_divide():
+    two = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    spec = two.experimental_distribute_dataset(md.Dataset.range(8).batch(4, drop_remainder=True)).element_spec
+    assert spec == ml.distribute.PerReplicaSpec(ml.TensorSpec((2,), np.int64), ml.TensorSpec((2,), np.int64))
+    spec = two.experimental_distribute_dataset(md.Dataset.range(8).batch(4)).element_spec
+    assert spec._value_specs[0].shape == (None,)
+    one = ml.MirroredStrategy(["/cpu:0"])
+    assert one.experimental_distribute_dataset(md.Dataset.range(8).batch(4, drop_remainder=True)).element_spec \
+        == ml.TensorSpec((4,), np.int64)

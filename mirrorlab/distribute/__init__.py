@@ -10,7 +10,7 @@ from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset, DistributedIterator, InputOptions, InputReplicationMode
 from .replica_context import ReplicaContext
 from .strategy import MirroredStrategy, MultiWorkerMirroredStrategy, Strategy, StrategyExtended
-from .values import DistributedValues, Mirrored, PerReplica
+from .values import DistributedValues, Mirrored, PerReplica, PerReplicaSpec
 from .variables import DistributedVariable, MirroredVariable, SyncOnReadVariable, Variable
 
 experimental = SimpleNamespace(CommunicationOptions=CommunicationOptions,
@@ -25,6 +25,6 @@ __all__ = [
     "DistributedIterator",
     "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
     "InputContext", "ValueContext", "ReplicaContext", "MirroredStrategy", "MultiWorkerMirroredStrategy",
-    "Strategy", "StrategyExtended", "DistributedValues", "Mirrored", "PerReplica", "DistributedVariable",
+    "Strategy", "StrategyExtended", "DistributedValues", "Mirrored", "PerReplica", "PerReplicaSpec", "DistributedVariable",
     "MirroredVariable", "SyncOnReadVariable", "Variable",
 ]

@@ -22,6 +22,7 @@ from ..data.sharding import worker_pipeline
 from . import context
 from .input_context import InputContext
 from .regroup import regroup
+from .values import PerReplicaSpec
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -65,8 +66,9 @@ def _per_replica(strategy: Strategy, options: InputOptions | None, from_function
 class DistributedDataset:
     """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
 
-    def __init__(self, strategy: Strategy, streams: list[Dataset], original: Dataset) -> None:
+    def __init__(self, strategy: Strategy, streams: list[Dataset], original: Dataset, from_dataset: bool) -> None:
         self._strategy = strategy
+        self._from_dataset = from_dataset
         self._streams = streams  # one for the whole worker (replicas take turns), or one per local replica
         self._original = original
 
@@ -78,7 +80,7 @@ class DistributedDataset:
                             f"{type(dataset).__name__}")
         ext = strategy.extended
         stream = worker_pipeline(dataset, ext._num_workers, ext._rank, len(ext.worker_devices))
-        return cls(strategy, [stream], dataset)
+        return cls(strategy, [stream], dataset, from_dataset=True)
 
     @classmethod
     def from_function(cls, strategy: Strategy, dataset_fn: Callable[[InputContext], Dataset],
@@ -90,16 +92,30 @@ class DistributedDataset:
         for dataset in datasets:
             if not isinstance(dataset, Dataset):
                 raise TypeError(f"dataset_fn must return a mirrorlab.data.Dataset, got {type(dataset).__name__}")
-        return cls(strategy, datasets, datasets[0])
+        return cls(strategy, datasets, datasets[0], from_dataset=False)
 
     def __iter__(self) -> DistributedIterator:
         return DistributedIterator(self)
 
     @property
     def element_spec(self) -> Any:
-        """Per-replica element spec; the batch dimension is unknown (partial batches)."""
-        return nest.map_structure(lambda s: TensorSpec((None, *s.shape[1:]), s.dtype) if s.shape else s,
-                                  self._original.element_spec)
+        """Each replica's element spec, wrapped in PerReplicaSpec when the worker has several replicas (as
+        TF). The batch dimension is unknown (partial batches) unless a one-worker input is batched with
+        ``drop_remainder=True`` into global batches that divide evenly over the replicas."""
+        ext = self._strategy.extended
+        replicas = self._strategy.num_replicas_in_sync
+        static = self._from_dataset and ext._num_workers == 1
+
+        def replica_spec(spec: Any) -> Any:
+            if not isinstance(spec, TensorSpec) or not spec.shape:
+                return spec
+            batch = spec.shape[0]
+            per_replica = batch // replicas if static and batch is not None and batch % replicas == 0 else None
+            return TensorSpec((per_replica, *spec.shape[1:]), spec.dtype)
+
+        spec = nest.map_structure(replica_spec, self._original.element_spec)
+        count = len(ext.worker_devices)
+        return spec if count == 1 else nest.map_structure(lambda s: PerReplicaSpec(*[s] * count), spec)
 
     @property
     def cardinality(self) -> np.int64:

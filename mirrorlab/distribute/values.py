@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DistributedValues", "PerReplica", "Mirrored"]
+__all__ = ["DistributedValues", "PerReplica", "Mirrored", "PerReplicaSpec"]
 
 
 class DistributedValues:
@@ -37,3 +37,19 @@ class PerReplica(DistributedValues):
 
 class Mirrored(DistributedValues):
     """Values that are identical on every replica (e.g. an all-reduce result)."""
+
+
+class PerReplicaSpec:
+    """The type of a PerReplica value: one spec per local replica (a distributed dataset's element_spec)."""
+
+    def __init__(self, *value_specs: Any) -> None:
+        self._value_specs = tuple(value_specs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PerReplicaSpec) and other._value_specs == self._value_specs
+
+    def __hash__(self) -> int:
+        return hash(self._value_specs)
+
+    def __repr__(self) -> str:
+        return f"PerReplicaSpec({', '.join(repr(s) for s in self._value_specs)})"

@@ -15,6 +15,7 @@ from ..aggregation import ReduceOp
 from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
+from ..distribute.values import PerReplicaSpec
 from ..distribute.variables import Variable
 from ..tensor import array_module, asarray, is_cupy, like
 from . import losses as losses_lib
@@ -209,7 +210,8 @@ class Model:
             raise RuntimeError("You must call `compile()` before using the model.")
         data = self._distributed(x, y, batch_size, shuffle)
         if not self.built:
-            self.build(tuple(data.element_spec[0].shape))
+            spec = data.element_spec[0]
+            self.build(tuple((spec._value_specs[0] if isinstance(spec, PerReplicaSpec) else spec).shape))
         with self._strategy.scope():
             if not self.optimizer.built:
                 self.optimizer.build(self.trainable_variables)
