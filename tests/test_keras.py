@@ -25,26 +25,52 @@ def build_model(optimizer="adam"):
     return model
 
 
-def train_program(epochs=3, batch=16, optimizer="adam", callbacks_fn=None):
+def train_program(epochs=3, batch=16, optimizer="adam", callbacks_fn=None, data=(X, Y)):
     strategy = ml.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = build_model(optimizer)
     callbacks = callbacks_fn() if callbacks_fn else None
-    history = model.fit(md.Dataset.from_tensor_slices((X, Y)).batch(batch), epochs=epochs, verbose=0,
+    history = model.fit(md.Dataset.from_tensor_slices(data).batch(batch), epochs=epochs, verbose=0,
                         callbacks=callbacks)
     return [w.numpy() for w in model.weights], history.history, history.epoch
 
 
-def test_fit_on_a_cluster_equals_fit_on_one_device_including_uneven_last_batches():
-    # 52 examples in batches of 16: the last global batch (4) leaves some of the 6 replicas empty.
-    single = SimCluster(workers=1).run(train_program).values()[0]
+def test_fit_on_a_cluster_equals_fit_on_one_device_when_batches_split_evenly():
+    # 48 examples in global batches of 12: 2, 4 and 3 examples per replica on 6, 3 and 4 replicas.
+    x, y = X[:48], Y[:48]
+    single = SimCluster(workers=1).run(train_program, 3, 12, "adam", None, (x, y)).values()[0]
     for workers, devices in ((2, 3), (3, 1), (1, 4)):
-        for weights, history, _ in SimCluster(workers=workers, devices_per_worker=devices).run(train_program).values():
+        run = SimCluster(workers=workers, devices_per_worker=devices).run(train_program, 3, 12, "adam", None, (x, y))
+        for weights, history, _ in run.values():
             for a, b in zip(weights, single[0]):
                 np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
             np.testing.assert_allclose(history["loss"], single[1]["loss"], rtol=1e-4)
             assert history["accuracy"] == pytest.approx(single[1]["accuracy"], abs=1e-6)
     assert single[1]["loss"][-1] < single[1]["loss"][0]
+
+
+def test_fit_scales_an_uneven_last_batch_as_keras_on_tf_does():
+    # 3 examples in one global batch over 2 replicas ([2] and [1] examples): Keras 3 on TF 2.21 averages
+    # the two replicas' mean gradients (not the global mean), and the loss metric weights by batch size.
+    x = np.array([[0.0, 0.2], [0.4, 0.6], [0.8, 1.0]], np.float32)
+    y = np.array([[1.0], [0.0], [2.0]], np.float32)
+    kernel, bias = np.array([[0.5], [-0.25]], np.float32), np.array([0.1], np.float32)
+
+    def program():
+        strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        with strategy.scope():
+            model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+            model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        model.set_weights([kernel, bias])
+        history = model.fit(md.Dataset.from_tensor_slices((x, y)).batch(3), epochs=1, verbose=0)
+        return model.get_weights(), history.history["loss"][0]
+
+    weights, loss = program()
+    err = x @ kernel + bias - y
+    grads = [(2 * x[part].T @ err[part] / len(part), 2 * err[part].sum(0) / len(part)) for part in ([0, 1], [2])]
+    np.testing.assert_allclose(weights[0], kernel - 0.1 * (grads[0][0] + grads[1][0]) / 2, rtol=1e-6)
+    np.testing.assert_allclose(weights[1], bias - 0.1 * (grads[0][1] + grads[1][1]) / 2, rtol=1e-6)
+    assert loss == pytest.approx(float((err ** 2).mean()), rel=1e-6)
 
 
 def test_training_is_bit_identical_across_scheduler_seeds():

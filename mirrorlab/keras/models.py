@@ -1,8 +1,9 @@
 """``Sequential`` models with ``compile``/``fit``/``evaluate`` on any mirrorlab strategy.
 
-``fit`` runs one ``strategy.run`` per step. Each replica computes its local loss *sum* and gradients,
-one all-reduce sums them together with the example count, and the update uses the exact global mean,
-so uneven and empty last batches are weighted correctly (Keras averages per-replica means instead).
+``fit`` runs one ``strategy.run`` per step and scales the loss as Keras 3 on TF 2.21 does: each replica
+takes the mean over its own batch divided by the number of replicas, and one all-reduce sums the
+gradients. On an uneven last batch that is the mean of per-replica means, not the global mean (TF's
+behaviour, kept for conformance; custom loops get the exact mean from ``compute_average_loss``).
 """
 
 from __future__ import annotations
@@ -168,19 +169,21 @@ class Model:
         return self._strategy.experimental_distribute_dataset(x)
 
     def _step(self, batch: Any, train: bool) -> None:
-        """One replica's part of a step: local sums, one all-reduce, the update, local metric updates."""
+        """One replica's part of a step, as Keras 3 on TF 2.21 does it: the loss is this replica's mean
+        (0 for an empty batch) divided by the number of replicas, gradients are summed over all replicas,
+        and the loss metric weights each replica's mean by its batch size."""
         x, y = batch[0], batch[1]
         out, caches = self._forward(x, training=train)
         per_example = self.loss.call(y, out).astype(np.float32, copy=False)
-        local = [asarray(per_example.sum(), np.float32), like(np.float32(per_example.shape[0]), per_example)]
+        count = int(per_example.shape[0])
+        mean = asarray(per_example.sum(dtype=np.float32) / np.float32(max(count, 1)), np.float32)
         if train:
-            local.append(self._backward(caches, self.loss.grad(y, out).astype(out.dtype)))
-        reduced = context.get_replica_context().all_reduce(ReduceOp.SUM, local)
-        total, count = float(reduced[0]), max(float(reduced[1]), 1.0)
-        if train:
-            grads = [g * g.dtype.type(1.0 / count) for g in reduced[2]]
+            replicas = context.get_strategy().num_replicas_in_sync
+            scale = out.dtype.type(1.0 / (max(count, 1) * replicas))
+            grads = self._backward(caches, (self.loss.grad(y, out) * scale).astype(out.dtype))
+            grads = context.get_replica_context().all_reduce(ReduceOp.SUM, grads)
             self.optimizer.apply_gradients(zip(grads, self.trainable_variables), skip_gradients_aggregation=True)
-        self._loss_tracker.update_state(total / count)
+        self._loss_tracker.update_state(mean, sample_weight=np.float32(count))
         for metric in self.compiled_metrics:
             metric.update_state(y, out)
 
@@ -207,7 +210,7 @@ class Model:
         With ``steps_per_epoch`` one iterator runs across epochs (use ``repeat()`` for endless input);
         without it every epoch iterates the whole dataset afresh."""
         if self.optimizer is None:
-            raise RuntimeError("You must call `compile()` before using the model.")
+            raise ValueError("You must call `compile()` before using the model.")
         data = self._distributed(x, y, batch_size, shuffle)
         if not self.built:
             spec = data.element_spec[0]
@@ -240,6 +243,8 @@ class Model:
                                      f"epoch {epoch + 1}; training stops. Use dataset.repeat() for endless input.")
                 self.stop_training = True
             logs = self._results() if steps else {}
+            if validation_data is not None and steps:
+                logs.update({f"val_{k}": v for k, v in self._validate(validation_data, batch_size).items()})
             self._print(verbose, f"Epoch {epoch + 1}/{epochs} - {steps} steps - " +
                         " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()))
             cbs.on_epoch_end(epoch, logs)
@@ -248,9 +253,17 @@ class Model:
         cbs.on_train_end()
         return history
 
+    def _validate(self, validation_data: Any, batch_size: int | None) -> dict[str, float]:
+        """``evaluate`` on ``(x_val, y_val)`` or a dataset at the end of an epoch (metrics reset after)."""
+        if isinstance(validation_data, (tuple, list)):
+            logs = self.evaluate(validation_data[0], validation_data[1], batch_size=batch_size, return_dict=True)
+        else:
+            logs = self.evaluate(validation_data, return_dict=True)
+        return logs
+
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: Any = "auto",
                  steps: int | None = None, return_dict: bool = False) -> Any:
-        """Loss (exact global mean over all examples) and metrics over the whole input."""
+        """Loss (the mean over all examples) and metrics over the whole input."""
         data = self._distributed(x, y, batch_size, shuffle=False)
         self._reset_metrics()
         for count, batch in enumerate(data, start=1):
