@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import errors
 from .distribute import context
 from .tensor import as_tensor, asarray, like, to_host
 
@@ -33,6 +34,10 @@ def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, globa
         raise ValueError("global_batch_size must be scalar.")
     if size.dtype.kind not in "iu":
         raise TypeError("global_batch_size must be an integer.")
-    if size <= 0:
-        raise ValueError(f"global_batch_size must be positive. Received: {int(size)}")
-    return asarray(losses.sum() / losses.dtype.type(size), losses.dtype)
+    if size < 0:
+        raise errors.InvalidArgumentError(f"global_batch_size must be non-negative. (got {int(size)})\nFix: pass "
+                                          "the number of examples in the global batch.")
+    dtype = losses.dtype if np.dtype(losses.dtype).kind in "fc" else np.dtype(np.float64)
+    total = losses.sum(dtype=dtype)
+    # TF divides with div_no_nan: a global batch of 0 (every replica empty) gives 0, not NaN.
+    return asarray(total / dtype.type(size) if size else total * dtype.type(0), dtype)

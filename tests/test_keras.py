@@ -150,8 +150,12 @@ def test_compute_average_loss_matches_tf():
     assert [float(v) for v in strategy.experimental_local_results(per_replica)] == [1.0, 1.0]
     with strategy.scope(), pytest.raises(RuntimeError, match="cross replica context"):
         ml.nn.compute_average_loss([1.0, 2.0])
-    with pytest.raises(ValueError, match="global_batch_size must be positive"):
-        ml.nn.compute_average_loss([1.0], global_batch_size=0)
+    assert ml.nn.compute_average_loss([1.0], global_batch_size=0) == 0.0  # TF's div_no_nan
+    assert ml.nn.compute_average_loss(np.zeros(0, np.float32), global_batch_size=0) == 0.0  # every replica empty
+    with pytest.raises(errors.InvalidArgumentError, match="global_batch_size must be non-negative"):
+        ml.nn.compute_average_loss([1.0], global_batch_size=-1)
+    average = ml.nn.compute_average_loss(np.array([1, 2, 3]), global_batch_size=3)
+    assert average.dtype == np.float64 and average == 2.0
 
 
 def test_custom_loop_with_loss_and_gradients_matches_fit():
@@ -225,3 +229,27 @@ def test_mse_regression_with_numpy_inputs():
     assert history.history["loss"][-1] < 1e-3
     assert model.evaluate(x, y, verbose=0) < 1e-3
     assert model.predict(x[:5]).shape == (5, 1)
+
+
+def test_keras_details_found_by_fuzzing_against_tf():
+    # Probabilities are clipped before the cross-entropy renormalises them (TF: 1.0986 = log 3).
+    loss = keras.losses.SparseCategoricalCrossentropy(reduction=None)([0], np.array([[2.0, 1.0, 1.0]], np.float32))
+    assert float(loss[0]) == pytest.approx(np.log(3.0), rel=1e-6)
+    assert float(keras.losses.sparse_categorical_crossentropy([0], np.array([[-50.0, 80.0, 3.0]], np.float32))[0]) \
+        == pytest.approx(16.81, abs=0.01)
+    assert isinstance(keras.losses.get("MeanSquaredError"), keras.losses.MeanSquaredError)
+    assert keras.metrics.get("acc").name == "acc"
+    opt = keras.optimizers.SGD(0.1)
+    with pytest.raises(ValueError, match="No gradients provided for any variable"):
+        opt.apply_gradients([(None, ml.Variable(1.0))])
+    with pytest.raises(ValueError, match="You must call `compile\\(\\)`"):
+        keras.Sequential([keras.layers.Dense(1, input_shape=(2,))]).fit(np.ones((2, 2)), np.ones((2, 1)))
+
+
+def test_fit_with_validation_data_reports_val_metrics():
+    model = build_model("sgd")
+    history = model.fit(X[:32], Y[:32], batch_size=8, epochs=2, verbose=0, validation_data=(X[32:], Y[32:]))
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    val_loss, val_accuracy = model.evaluate(X[32:], Y[32:], verbose=0)
+    assert history.history["val_loss"][-1] == pytest.approx(val_loss)
+    assert history.history["val_accuracy"][-1] == pytest.approx(val_accuracy)

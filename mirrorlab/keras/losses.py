@@ -90,8 +90,10 @@ class SparseCategoricalCrossentropy(Loss):
             shift = y_pred - y_pred.max(axis=-1, keepdims=True)
             log_norm = np.log(np.exp(shift).sum(axis=-1))
             return log_norm - np.take_along_axis(shift, labels[..., None], axis=-1)[..., 0]
-        probs = np.clip(y_pred / y_pred.sum(axis=-1, keepdims=True), EPSILON, 1 - EPSILON)
-        return -np.log(np.take_along_axis(probs, labels[..., None], axis=-1)[..., 0])
+        # Keras clips the probabilities first, then the cross-entropy renormalises them.
+        probs = np.clip(y_pred, EPSILON, 1 - EPSILON)
+        picked = np.take_along_axis(probs, labels[..., None], axis=-1)[..., 0]
+        return np.log(probs.sum(axis=-1)) - np.log(picked)
 
     def grad(self, y_true: Any, y_pred: Any) -> Any:
         y_pred = asarray(y_pred)
@@ -101,10 +103,10 @@ class SparseCategoricalCrossentropy(Loss):
         if self.from_logits:
             shift = np.exp(y_pred - y_pred.max(axis=-1, keepdims=True))
             return shift / shift.sum(axis=-1, keepdims=True) - onehot
-        total = y_pred.sum(axis=-1, keepdims=True)
-        picked = np.take_along_axis(y_pred, labels[..., None], axis=-1)
-        q = picked / total
-        inside = (q > EPSILON) & (q < 1 - EPSILON)
+        probs = np.clip(y_pred, EPSILON, 1 - EPSILON)
+        total = probs.sum(axis=-1, keepdims=True)
+        picked = np.take_along_axis(probs, labels[..., None], axis=-1)
+        inside = (y_pred > EPSILON) & (y_pred < 1 - EPSILON)
         return np.where(inside, 1.0 / total - onehot / picked, 0.0).astype(y_pred.dtype)
 
 

@@ -94,5 +94,5 @@ def get(identifier: str | Metric) -> Metric:
     """A metric instance; ``"accuracy"`` means sparse categorical accuracy (the only labels supported)."""
     metric = lookup(identifier, Metric, _BY_NAME, "metric")
     if identifier in ("accuracy", "acc"):
-        metric.name = "accuracy"
+        metric.name = identifier  # the history key is the name given, as in Keras
     return metric

@@ -70,6 +70,8 @@ class Optimizer(ABC):
                         skip_gradients_aggregation: bool = False) -> Any:
         """Apply one step; in a replica function the gradients are first summed over all replicas."""
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            raise ValueError("No gradients provided for any variable.")
         grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
         frame = context.current_frame()
         if frame is None or frame.replica is None:
@@ -132,7 +134,8 @@ class Adam(Optimizer):
 
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
         m, v = slots["m"], slots["v"]
-        alpha = float(lr * np.sqrt(1 - self.beta_2 ** step) / (1 - self.beta_1 ** step))
+        one, t = np.float32(1), np.float32(step)  # Keras computes the bias correction in float32
+        alpha = np.float32(lr) * np.sqrt(one - np.float32(self.beta_2) ** t) / (one - np.float32(self.beta_1) ** t)
         m.assign_add((grad - m.value()) * (1 - self.beta_1))
         v.assign_add((grad * grad - v.value()) * (1 - self.beta_2))
         var.assign_sub((m.value() * alpha) / (np.sqrt(v.value()) + self.epsilon))
