@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import nest
-from .tensor import is_cupy
+from .tensor import NO_DEVICE, is_cupy
 
 __all__ = ["Placement", "gpu_module", "gpu_index"]
 
@@ -70,7 +70,7 @@ class Placement:
 
     def scope(self, k: int) -> contextlib.AbstractContextManager:
         """Make replica ``k``'s GPU current (a no-op for CPU devices)."""
-        return self._cupy.cuda.Device(self._gpus[k]) if self._cupy is not None else contextlib.nullcontext()
+        return self._cupy.cuda.Device(self._gpus[k]) if self._cupy is not None else NO_DEVICE
 
     def bind(self, k: int, fn: Callable[[], Any]) -> Callable[[], Any]:
         """``fn`` run with replica ``k``'s device current."""

@@ -17,6 +17,7 @@ import numpy as np
 __all__ = ["as_tensor", "array_module", "is_cupy", "frozen", "dtype_name", "shape_of", "asarray", "to_host", "like",
            "device_of"]
 
+NO_DEVICE = contextlib.nullcontext()  # reusable: variable updates on the NumPy path allocate nothing
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -57,7 +58,7 @@ def like(value: Any, reference: Any) -> Any:
 
 def device_of(value: Any) -> Any:
     """A context making ``value``'s GPU current (CuPy runs kernels on the current device); a no-op for NumPy."""
-    return value.device if is_cupy(value) else contextlib.nullcontext()
+    return value.device if is_cupy(value) else NO_DEVICE
 
 
 def as_tensor(value: Any) -> Any:

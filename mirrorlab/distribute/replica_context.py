@@ -69,7 +69,7 @@ class ReplicaContext:
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
             one_device = ext._int32_on_one_device and check_batch_placement(by_leaf)
             results = ext._group.all_reduce(op, by_leaf, requests[0].site, options, addn=one_device)
-            return _per_replica(ext, structures, results)
+            return _results_per_replica(ext, structures, results)
 
         return self._sync(f"all_reduce({op.name})", (value, leaves), handler)
 
@@ -84,7 +84,7 @@ class ReplicaContext:
             structures = _same_structures(requests)
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
             results = ext._gather_leaves(by_leaf, axis, requests[0].site, options)
-            return _per_replica(ext, structures, results)
+            return _results_per_replica(ext, structures, results)
 
         return self._sync(f"all_gather(axis={axis})", (value, leaves), handler)
 
@@ -107,7 +107,7 @@ class ReplicaContext:
         return f"ReplicaContext(replica_id_in_sync_group={self.replica_id_in_sync_group})"
 
 
-def _per_replica(ext: Any, structures: list[Any], results: list[Any]) -> list[Any]:
+def _results_per_replica(ext: Any, structures: list[Any], results: list[Any]) -> list[Any]:
     """Each replica's own copy of the collective's results (a new view; on its GPU when it has one)."""
     put = ext._placement.put
     return [nest.pack_sequence_as(s, [put(r, k).view() for r in results]) for k, s in enumerate(structures)]

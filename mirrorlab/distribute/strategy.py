@@ -355,10 +355,8 @@ class Strategy:
         if self.num_replicas_in_sync == 1:
             return as_tensor(value)
         array = as_tensor(value)
-        if isinstance(value, np.ndarray) and not np.any(array):
-            return np.zeros(array.shape, array.dtype)
-        if is_cupy(value) and not bool(value.any()):
-            return _on_device(value, lambda v: array_module(v).zeros(v.shape, v.dtype))
+        if (isinstance(value, np.ndarray) or is_cupy(value)) and not bool(_on_device(array, lambda a: a.any())):
+            return _on_device(array, lambda a: array_module(a).zeros(a.shape, a.dtype))
         raise ValueError(f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}.")
 
     def _reduce_along_axis(self, op: ReduceOp, leaves: list[Any], axis: Any, site: str) -> list[Any]:

@@ -57,14 +57,13 @@ def _initial_array(initial_value: Any, dtype: Any, shape: Any) -> Any:
     if isinstance(initial_value, Variable):
         initial_value = initial_value._read()
     value = _convert(initial_value, None if dtype is None else np.dtype(dtype))
-    if is_cupy(value):
-        value = _own_copy(value)
     if shape is not None:
         want = tuple(shape)
         if len(want) != value.ndim or any(w is not None and w != d for w, d in zip(want, value.shape)):
             raise ValueError(f"The initial value's shape ({value.shape}) is not compatible with the explicitly "
                              f"supplied `shape` argument ({want}).")
-    return frozen(_own_copy(value) if isinstance(value, np.ndarray) and value.flags.writeable else value)
+    writable = is_cupy(value) or (isinstance(value, np.ndarray) and value.flags.writeable)
+    return frozen(_own_copy(value) if writable else value)
 
 
 def _own_copy(value: Any) -> Any:

@@ -256,10 +256,8 @@ class Model:
     def _validate(self, validation_data: Any, batch_size: int | None) -> dict[str, float]:
         """``evaluate`` on ``(x_val, y_val)`` or a dataset at the end of an epoch (metrics reset after)."""
         if isinstance(validation_data, (tuple, list)):
-            logs = self.evaluate(validation_data[0], validation_data[1], batch_size=batch_size, return_dict=True)
-        else:
-            logs = self.evaluate(validation_data, return_dict=True)
-        return logs
+            return self.evaluate(validation_data[0], validation_data[1], batch_size=batch_size, return_dict=True)
+        return self.evaluate(validation_data, return_dict=True)
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: Any = "auto",
                  steps: int | None = None, return_dict: bool = False) -> Any:

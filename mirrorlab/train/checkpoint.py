@@ -325,6 +325,11 @@ class Checkpoint:
                             "(e.g. the '-1' in 'path/to/ckpt-1').") from None
 
 
+def _as_int(value: Any) -> int:
+    """A step or checkpoint number given as an int, a NumPy/CuPy scalar or an integer Variable."""
+    return int(np.asarray(to_host(value)))
+
+
 _TF_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
 
 
@@ -481,14 +486,14 @@ class CheckpointManager:
         """Save (a collective: call it on every worker); returns the chief's path, or None when
         ``checkpoint_interval`` steps have not passed since the last save."""
         if self._interval is not None:
-            step = int(np.asarray(to_host(self._step_counter)))
+            step = _as_int(self._step_counter)
             if self._last_step is not None and (step == self._last_step or (
                     check_interval and step < self._last_step + self._interval)):
                 return None
             self._last_step = step
         ckpt = self._checkpoint
         count = ckpt._count_save()
-        number = count if checkpoint_number is None else int(np.asarray(to_host(checkpoint_number)))
+        number = count if checkpoint_number is None else _as_int(checkpoint_number)
         prefix = ckpt.write(os.path.join(self._directory, f"{self._name}-{number}"))
         if not is_chief(_strategy_of(ckpt._variables())):
             return prefix
