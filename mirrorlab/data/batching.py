@@ -141,9 +141,20 @@ def _slice(element: Any, start: int, stop: int) -> Any:
 
 
 def _concat(pieces: list[Any]) -> Any:
+    """The slices of one rebatched batch joined along the batch axis; TF's error when a slice's other dimensions
+    are not those of the first (the kernel copies every slice into a batch shaped after the first)."""
     if len(pieces) == 1:
         return pieces[0]
-    return nest.map_structure(lambda *cs: np.concatenate(cs, axis=0), *pieces)
+
+    def join(*parts: Any) -> Any:
+        batch = (sum(int(np.shape(p)[0]) for p in parts), *np.shape(parts[0])[1:])
+        for part in parts[1:]:
+            if np.shape(part)[1:] != batch[1:]:
+                raise errors.FailedPreconditionError(
+                    "MaybeMoveContiguousSlices cannot perform copy: source and dst shapes arenot compatible. Source "
+                    f"shape: {_dims(np.shape(part))}, dst shape: {_dims(batch)}")
+        return np.concatenate(parts, axis=0)
+    return nest.map_structure(join, *pieces)
 
 
 class UnbatchDataset(UnaryDataset):

@@ -504,6 +504,7 @@ PIPELINES: dict[str, Callable[[Any, Any], Any]] = {
     "rebatch_scalars_drop": lambda api, D: D.range(5).rebatch(2, drop_remainder=True),
     "rebatch_mixed_batch_dims": lambda api, D: D.zip((D.range(8).batch(4, drop_remainder=True),
                                                       D.range(12).batch(6, drop_remainder=True))).rebatch([2, 2]),
+    "rebatch_other_inner_shapes": lambda api, D: D.range(8).batch(5).batch(1).rebatch(4),
     "take_neg5_G5": lambda api, D: D.range(11).take(-5).batch(5),
     "take_neg5_G4": lambda api, D: D.range(11).take(-5).batch(4),
 }

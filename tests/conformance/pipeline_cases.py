@@ -240,6 +240,8 @@ FIXED: dict[str, Callable[[Any], Any]] = {
                                                                    data.Dataset.range(12).batch(6, True))).rebatch(3),
     "rebatch_scalars": lambda data: data.Dataset.range(5).rebatch(2),
     "rebatch_float_size": lambda data: data.Dataset.range(5).batch(2).rebatch(2.0),
+    "rebatch_other_inner_shapes": lambda data: data.Dataset.range(12).batch(5).batch(1).rebatch(4),
+    "rebatch_inner_shapes_apart": lambda data: data.Dataset.range(13).batch(4).batch(1).rebatch(3),
     "map_batch_dropped_mismatch": lambda data: data.Dataset.range(8).batch(7).map(lambda x: x * 2).batch(
         3, drop_remainder=True),
     "map_batch_unfused": lambda data: _unfused(data, data.Dataset.range(8).batch(7).map(lambda x: x * 2).batch(
