@@ -50,6 +50,10 @@ class ReplicaContext:
 
     @property
     def devices(self) -> tuple[str, ...]:
+        """This replica's device; ``('',)`` in the default replica context, which (like TF's outside a device
+        scope) names no device."""
+        if self._strategy._is_default:
+            return ("",)
         return (self._strategy.extended._devices[self._local_id],)
 
     def _sync(self, kind: str, payload: Any, handler: Callable[[list[SyncRequest]], list[Any]]) -> Any:

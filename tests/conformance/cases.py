@@ -950,6 +950,12 @@ def replica_context_devices(api: Any, s: Any) -> Result:
     return {"devices": s.run(lambda: list(api.get_replica_context().devices))}
 
 
+@case()
+def default_replica_context_devices(api: Any, s: Any) -> Result:
+    """ReplicaContext.devices outside any strategy scope: the default replica context names no device."""
+    return {"devices": list(api.get_replica_context().devices)}
+
+
 @case(setups=("C", "Cchief"), tf_only_quirk=True)  # TF raises IndexError on every worker but the first
 def replica_context_devices_mwms(api: Any, s: Any) -> Result:
     """ReplicaContext.devices on a multi-worker cluster."""
