@@ -37,17 +37,17 @@ def encoded(value: Any) -> Any:
 
 
 def canonical(array: Any) -> Any:
-    """``array`` (a NumPy or CuPy array, a NumPy scalar, or one string) with strings in TF's form, as ``.numpy()``
-    gives them (0-d: ``bytes`` dtype; rank >= 1: object array of bytes); NumPy scalars become 0-d arrays."""
+    """``array`` (a NumPy or CuPy array, a NumPy scalar, or one string) with strings in TF's form: an object array of
+    ``bytes`` (0-d for one string, which keeps trailing NUL bytes that NumPy's fixed-width ``S`` dtype would drop);
+    NumPy scalars become 0-d arrays."""
     if isinstance(array, (str, bytes)):
-        return np.asarray(array.encode() if isinstance(array, str) else array, dtype=np.bytes_)
+        return _string_array(array, ())
     if isinstance(array, np.generic):
         array = np.asarray(array)
     if not isinstance(array, np.ndarray) or not is_string(array.dtype):
         return array
     if array.ndim == 0:
-        value = array.item()
-        return np.asarray(value.encode() if isinstance(value, str) else value, dtype=np.bytes_)
+        return _string_array(array.item(), ())
     if array.dtype == STRING and all(isinstance(v, bytes) for v in array.flat):
         return array
     return np.array(encoded(array), dtype=STRING).reshape(array.shape)

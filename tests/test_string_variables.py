@@ -45,6 +45,20 @@ def test_a_scalar_string_reads_as_bytes_as_in_tf():
     assert ml.Variable(["a\x00", b"\x00"]).numpy().tolist() == [b"a\x00", b"\x00"]  # kept whole, as TF keeps them
 
 
+def test_a_scalar_string_keeps_trailing_nul_bytes_as_tf_does():
+    """TF strings are byte sequences: NUL bytes at the end survive creation, assign, `+` and reads."""
+    v = ml.Variable(b"ab\x00")
+    assert v.numpy() == b"ab\x00" and v.read_value().item() == b"ab\x00"
+    v.assign("x\x00\x00")
+    assert (v + b"\x00").item() == b"x\x00\x00\x00" and (b"\x00" + v).item() == b"\x00x\x00\x00"
+
+
+def test_text_lines_keep_trailing_nul_bytes(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"a\x00\nb\r\n")
+    assert [line.item() for line in ml.data.TextLineDataset(str(path))] == [b"a\x00", b"b"]
+
+
 def test_strings_and_numbers_do_not_mix():
     with pytest.raises(TypeError, match=r"^Cannot convert 1 to EagerTensor of dtype string$"):
         ml.Variable("a").assign(1)
@@ -93,6 +107,13 @@ def test_a_scalar_string_entry_loads_as_bytes(tmp_path):
     assert type(loaded) is bytes and loaded == b"\x00\xc3\xa9"
     assert json.loads(Path(f"{path}.index.json").read_text())["variables"]["s/.ATTRIBUTES/VARIABLE_VALUE"][
         "dtype"] == "string"
+
+
+def test_the_object_graph_is_a_string_entry_as_in_tf(tmp_path):
+    """TF's reader types _CHECKPOINTABLE_OBJECT_GRAPH as tf.string; load_variable hands it out as bytes."""
+    path = Checkpoint(x=ml.Variable(1.0)).write(tmp_path / "ckpt")
+    assert load_checkpoint(path).get_variable_to_dtype_map()["_CHECKPOINTABLE_OBJECT_GRAPH"] == ml.dtypes.string
+    assert type(load_variable(path, "_CHECKPOINTABLE_OBJECT_GRAPH")) is bytes
 
 
 def _tamper(path: str, blob: np.ndarray, shape: list) -> None:

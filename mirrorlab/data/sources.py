@@ -151,7 +151,7 @@ class TextLineDataset(ReaderDataset):
         try:
             with open(path, "rb") as handle:
                 for line in handle:
-                    yield np.asarray(line.rstrip(b"\r\n"), dtype=np.bytes_)
+                    yield canonical(line.rstrip(b"\r\n"))
         except FileNotFoundError:
             raise errors.NotFoundError(f"{path}; No such file or directory") from None
 

@@ -91,8 +91,11 @@ def _convert(value: Any, dtype: np.dtype | None) -> Any:
         return _as_string(value)
     if isinstance(value, np.ndarray) or is_cupy(value) or isinstance(value, np.generic):
         if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
-            raise TypeError(f"Cannot convert a value of dtype {np.dtype(value.dtype).name} to the variable's dtype "
-                            f"{dtype.name}. Fix: cast it first, e.g. value.astype('{dtype.name}').")
+            # TF's text for a tensor of another dtype (it casts NumPy values; mirrorlab's tensors are NumPy arrays,
+            # so it casts within a kind and refuses what would lose the kind, e.g. floats into an integer variable).
+            raise ValueError(f"Tensor conversion requested dtype {dtype_name(dtype)} for Tensor with dtype "
+                             f"{dtype_name(value)}: {value!r}\nFix: cast it first, e.g. "
+                             f"value.astype('{dtype_name(dtype)}').")
         return value.astype(dtype, copy=False)
     arr = np.asarray(value)
     if arr.dtype.kind == "f" and dtype.kind in "iub":
@@ -165,8 +168,12 @@ class _ArrayLike(ABC):
         return len(self.shape)
 
     def __getitem__(self, item: Any) -> Any:
-        value = self._read()[item]
-        return canonical(value) if self.dtype == STRING else value  # an element of a string array is a tensor too
+        array = self._read()
+        try:
+            return _tensor(array[item])  # an element is a (0-d) tensor too
+        except IndexError as error:
+            raise errors.InvalidArgumentError(f"{_slice_error(np.shape(array), item, error)} [Op:StridedSlice] name: "
+                                              "strided_slice/") from None
 
     def __float__(self) -> float:
         return float(self._read())
@@ -178,13 +185,26 @@ class _ArrayLike(ABC):
         return bool(self._read())
 
     def __neg__(self) -> Any:
-        return -self._read()
+        return _tensor(-self._read())
 
     def __pos__(self) -> Any:
-        return +self._read()
+        return _tensor(+self._read())
 
     def __abs__(self) -> Any:
-        return abs(self._read())
+        return _tensor(abs(self._read()))
+
+
+def _slice_error(shape: tuple[int, ...], item: Any, error: IndexError) -> str:
+    """TF's StridedSlice text for an index NumPy refused: a scalar cannot be sliced, and an integer index out of its
+    dimension is named with a negative one counted from the end."""
+    if not shape:
+        return "Attempting to slice scalar input."
+    for dimension, index in enumerate(item if isinstance(item, tuple) else (item,)):
+        if isinstance(index, (int, np.integer)) and dimension < len(shape) and not -shape[dimension] <= index < \
+                shape[dimension]:
+            shown = index + shape[dimension] if index < 0 else index
+            return f"slice index {shown} of dimension {dimension} out of bounds."
+    return str(error)
 
 
 def _new_tensor(array: Any) -> Any:
@@ -234,16 +254,22 @@ def _install_binary_ops() -> None:
     for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor"):
         op = getattr(operator, f"{name}_" if name in ("and", "or") else name)
         setattr(_ArrayLike, f"__{name}__",
-                lambda self, other, op=op, name=name: op(self._read(), _operand(self, other, name, False)))
+                lambda self, other, op=op, name=name: _tensor(op(self._read(), _operand(self, other, name, False))))
         setattr(_ArrayLike, f"__r{name}__",
-                lambda self, other, op=op, name=name: op(_operand(self, other, name, True), self._read()))
+                lambda self, other, op=op, name=name: _tensor(op(_operand(self, other, name, True), self._read())))
     for name in ("lt", "le", "gt", "ge"):
         op = getattr(operator, name)
         setattr(_ArrayLike, f"__{name}__",
-                lambda self, other, op=op, name=name: op(self._read(), _operand(self, other, name, False)))
+                lambda self, other, op=op, name=name: _tensor(op(self._read(), _operand(self, other, name, False))))
     for name in ("eq", "ne"):
         setattr(_ArrayLike, f"__{name}__", lambda self, other, name=name: _equality(self, other, name))
     _ArrayLike.__hash__ = _unhashable  # type: ignore[method-assign]
+
+
+def _tensor(result: Any) -> Any:
+    """An operator's (or element's) result as a tensor: NumPy hands back 0-d results as scalars (``bytes`` for a
+    string), which TF returns as 0-d tensors."""
+    return canonical(result) if isinstance(result, (bytes, np.generic)) else result
 
 
 def _equality(var: "_ArrayLike", other: Any, name: str) -> Any:
@@ -257,7 +283,7 @@ def _equality(var: "_ArrayLike", other: Any, name: str) -> Any:
         np.broadcast_shapes(np.shape(mine), np.shape(theirs))
     except ValueError:
         return np.asarray(name == "ne")
-    return getattr(operator, name)(mine, theirs)
+    return _tensor(getattr(operator, name)(mine, theirs))
 
 
 def _unhashable(self: Any) -> int:
@@ -386,11 +412,13 @@ class Variable(_Assignable, metaclass=_VariableMeta):
                                  f"The variable shape {self._shape}, and the assigned value shape "
                                  f"{tuple(value.shape)} are incompatible.")
             return frozen(_own_copy(value) if isinstance(value, np.ndarray) or is_cupy(value) else value)
-        if self._dtype == STRING:
+        if self._dtype == STRING or self._dtype.kind == "b":
             op = "AssignAddVariableOp" if kind == "assign_add" else "AssignSubVariableOp"
+            example = "v.assign(v + suffix)" if self._dtype == STRING else "v.assign(v | x)"
             raise errors.InvalidArgumentError(
                 f"No OpKernel was registered to support Op '{op}' used by {{{{node {op}}}}} with these attrs: "
-                f"[dtype=DT_STRING]\nFix: string variables only take assign (e.g. v.assign(v + suffix)).")
+                f"[dtype=DT_{dtype_name(self._dtype).upper()}]\nFix: {dtype_name(self._dtype)} variables only take "
+                f"assign (e.g. {example}).")
         if tuple(value.shape) != self._shape:
             raise errors.InvalidArgumentError(
                 f"Cannot update variable with shape {list(self._shape)} using a Tensor with shape "

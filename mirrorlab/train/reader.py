@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import errors
 from ..dtypes import as_dtype
+from ..tensor import STRING
 from .state import checkpoint_files, latest_checkpoint
 from .strings import STRING_DTYPE, decode_strings
 
@@ -143,9 +144,9 @@ class CheckpointReader:
         return {**shapes, OBJECT_GRAPH_KEY: []}
 
     def get_variable_to_dtype_map(self) -> dict[str, np.dtype]:
-        """Every key's dtype (the object graph's is bytes; TF's is ``tf.string``)."""
+        """Every key's dtype; the object graph is a string, as TF's (``tf.string``)."""
         dtypes = {key: as_dtype(entry["dtype"]) for key, entry in self._entries.items()}
-        return {**dtypes, OBJECT_GRAPH_KEY: np.dtype(bytes)}
+        return {**dtypes, OBJECT_GRAPH_KEY: STRING}
 
 
 def _resolve(ckpt_dir_or_file: str | os.PathLike) -> str:

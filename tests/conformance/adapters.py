@@ -22,7 +22,7 @@ import numpy as np
 
 from .cases import Case
 
-__all__ = ["Api", "MirrorlabApi", "TfApi", "error_json"]
+__all__ = ["Api", "MirrorlabApi", "TfApi", "as_numpy", "error_json"]
 
 Result = dict[str, Any]
 
@@ -51,8 +51,18 @@ def _list_json(value: Any) -> Any:
     return _float_json(value) if isinstance(value, float) else value
 
 
-def _array_json(array: np.ndarray) -> dict[str, Any]:
+def as_numpy(value: Any) -> np.ndarray:
+    """A tensor's, variable's or array's value as a NumPy array; a scalar string as TF's ``.numpy()`` hands it out
+    (``bytes``, so an ``S`` array), whether it comes from TF or as mirrorlab's 0-d object array."""
+    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    if array.ndim == 0 and array.dtype == object and isinstance(array.item(), bytes):
+        return np.asarray(array.item())
+    return array
+
+
+def _array_json(array: Any) -> dict[str, Any]:
     """An array as dtype name, shape and nested-list value."""
+    array = as_numpy(array)
     return {"dtype": array.dtype.name, "shape": list(array.shape), "value": _list_json(array.tolist())}
 
 

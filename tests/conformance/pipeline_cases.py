@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .adapters import as_numpy
+
 __all__ = ["pipeline_specs", "edge_specs", "all_specs", "build", "run_spec", "SPEC_SEED", "SPEC_COUNT"]
 
 SPEC_SEED = 20261123
@@ -347,7 +349,7 @@ def _element(value: Any) -> Any:
         return [_element(v) for v in value]
     if isinstance(value, dict):
         return {key: _element(v) for key, v in value.items()}
-    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)  # a TF string scalar: bytes
+    array = as_numpy(value)
     return {"dtype": array.dtype.name, "shape": list(array.shape), "value": _decoded(array.tolist())}
 
 
