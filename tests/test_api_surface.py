@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,31 @@ def test_variable_operators_convert_the_other_operand_to_the_variables_dtype_as_
         fn(iv, 1.5)
     with pytest.raises(TypeError, match="Cannot convert 1.5 to EagerTensor of dtype int32"):
         fn(1.5, iv)
+
+
+def test_a_cross_device_ops_that_is_not_one_is_refused_when_the_strategy_is_made():
+    """TF only fails at the first reduction ('int' object has no attribute 'batch_reduce'); mirrorlab says so at
+    construction, with the same error."""
+    with pytest.raises(AttributeError, match="'int' object has no attribute 'batch_reduce'\nFix: pass"):
+        ml.MirroredStrategy(["/cpu:0"], cross_device_ops=5)
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=ml.distribute.NcclAllReduce())
+    per_replica = strategy.experimental_distribute_values_from_function(lambda c: np.float32(c.replica_id_in_sync_group))
+    assert strategy.reduce("SUM", per_replica, axis=None) == 1.0  # NCCL's sum, on CPU devices too
+
+
+def test_a_set_strategy_belongs_to_one_thread_and_each_simulated_worker():
+    """experimental_set_strategy is per thread, as TF's; every simulated worker sets its own."""
+    def program() -> list[bool]:
+        strategy = ml.MultiWorkerMirroredStrategy()
+        ml.distribute.experimental_set_strategy(strategy)
+        try:
+            seen = []
+            thread = threading.Thread(target=lambda: seen.append(ml.has_strategy()))
+            thread.start()
+            thread.join()
+            return [ml.get_strategy() is strategy, ml.in_cross_replica_context(), *seen]
+        finally:
+            ml.distribute.experimental_set_strategy(None)
+
+    assert SimCluster(workers=2).run(program).values() == [[True, True, False]] * 2
+    assert not ml.has_strategy()

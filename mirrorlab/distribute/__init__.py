@@ -5,11 +5,13 @@ from types import SimpleNamespace
 from ..aggregation import ReduceOp
 from ..cluster import ClusterResolver, SimpleClusterResolver, TFConfigClusterResolver
 from ..communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
-from .context import get_replica_context, get_strategy, has_strategy, in_cross_replica_context
+from .context import (experimental_set_strategy, get_replica_context, get_strategy, has_strategy,
+                      in_cross_replica_context)
+from .cross_device_ops import CrossDeviceOps, HierarchicalCopyAllReduce, NcclAllReduce, ReductionToOneDevice
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset, DistributedIterator, InputOptions, InputReplicationMode
 from .replica_context import ReplicaContext
-from .strategy import MirroredStrategy, MultiWorkerMirroredStrategy, Strategy, StrategyExtended
+from .strategy import MirroredStrategy, MultiWorkerMirroredStrategy, RunOptions, Strategy, StrategyExtended
 from .values import DistributedValues, Mirrored, PerReplica, PerReplicaSpec
 from .variables import DistributedVariable, MirroredVariable, SyncOnReadVariable, Variable
 
@@ -23,7 +25,8 @@ cluster_resolver = SimpleNamespace(ClusterResolver=ClusterResolver, SimpleCluste
 __all__ = [
     "ReduceOp", "experimental", "cluster_resolver", "InputOptions", "InputReplicationMode", "DistributedDataset",
     "DistributedIterator",
-    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
+    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context", "experimental_set_strategy",
+    "CrossDeviceOps", "ReductionToOneDevice", "HierarchicalCopyAllReduce", "NcclAllReduce", "RunOptions",
     "InputContext", "ValueContext", "ReplicaContext", "MirroredStrategy", "MultiWorkerMirroredStrategy",
     "Strategy", "StrategyExtended", "DistributedValues", "Mirrored", "PerReplica", "PerReplicaSpec", "DistributedVariable",
     "MirroredVariable", "SyncOnReadVariable", "Variable",

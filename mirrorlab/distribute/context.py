@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .strategy import Strategy
 
 __all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "enter",
-           "current_frame"]
+           "current_frame", "experimental_set_strategy"]
 
 _tls = threading.local()
 
@@ -34,8 +34,21 @@ def _stack() -> list[Frame]:
 
 
 def current_frame() -> Frame | None:
+    """The innermost scope or replica frame; below every scope, the one ``experimental_set_strategy`` set."""
     stack = _stack()
-    return stack[-1] if stack else None
+    return stack[-1] if stack else getattr(_tls, "base", None)
+
+
+def experimental_set_strategy(strategy: "Strategy | None") -> None:
+    """Make ``strategy`` current on this thread outside any scope, as if its ``scope()`` stayed entered (None
+    clears it); TF's RuntimeError inside a scope."""
+    if _stack():
+        raise RuntimeError("Must not be called inside a `tf.distribute.Strategy` scope.\nFix: call "
+                           "experimental_set_strategy outside every `with strategy.scope():` block.")
+    if strategy is not None and not callable(getattr(strategy, "scope", None)):
+        raise AttributeError(f"'{type(strategy).__name__}' object has no attribute 'scope'\nFix: pass a "
+                             "tf.distribute strategy (or None to clear it).")
+    _tls.base = None if strategy is None else Frame(strategy, None)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ..runtime import WorkerRuntime, current_environment
 from ..tensor import IndexedSlices, array_module, as_tensor, device_of, frozen, is_cupy, like, to_host
 from ..trace import TraceNote
 from . import context
+from .cross_device_ops import check_cross_device_ops
 from .extended_api import CROSS_REPLICA_REQUIRED, ExtendedApi
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset
@@ -583,10 +584,19 @@ def _task_names(spec: Any) -> list[str]:
     return names
 
 
+class RunOptions(NamedTuple):
+    """``tf.distribute.RunOptions``: hints for ``strategy.run`` that matter to TPUs and XLA only; accepted and kept."""
+
+    experimental_enable_dynamic_batch_size: bool = True
+    experimental_bucketizing_dynamic_shape: bool = False
+    experimental_xla_options: Any = None
+
+
 class MirroredStrategy(Strategy):
     """Synchronous data parallelism over several devices of one worker (``tf.distribute.MirroredStrategy``)."""
 
     def __init__(self, devices: list[str] | tuple[str, ...] | None = None, cross_device_ops: Any = None) -> None:
+        check_cross_device_ops(cross_device_ops)
         env = current_environment()
         if not devices:  # None or empty: every local device, as TF
             device_type, count = env.default_device_type()

@@ -83,6 +83,7 @@ class Api:
     MultiWorkerMirroredStrategy: Any
     IndexedSlices: Any
     MirroredStrategy: Any
+    distribute: Any
 
     def constant(self, value: Any, dtype: str | None = None) -> Any:
         """A tensor of ``value`` (Python floats default to float32 and ints to int32, as in TF)."""
@@ -189,6 +190,7 @@ class MirrorlabApi(Api):
         self.IndexedSlices = ml.IndexedSlices
         self.MirroredStrategy = ml.MirroredStrategy
         self.data = ml.data
+        self.distribute = ml.distribute
         self.InputOptions = ml.distribute.InputOptions
         self.InputReplicationMode = ml.distribute.InputReplicationMode
         self.train = ml.train
@@ -259,6 +261,7 @@ class TfApi(Api):
         self.IndexedSlices = tf.IndexedSlices
         self.MirroredStrategy = tf.distribute.MirroredStrategy
         self.data = tf.data
+        self.distribute = tf.distribute
         self.InputOptions = tf.distribute.InputOptions
         self.InputReplicationMode = tf.distribute.InputReplicationMode
         self.train = tf.train

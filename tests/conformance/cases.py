@@ -962,6 +962,73 @@ def replica_context_devices_mwms(api: Any, s: Any) -> Result:
     return {"devices": s.run(lambda: list(api.get_replica_context().devices))}
 
 
+@case(setups=("A",))
+def cross_device_ops(api: Any, s: Any) -> Result:
+    """MirroredStrategy(cross_device_ops=...): the three kinds give the same reductions; their constructors'
+    checks; CrossDeviceOps.reduce/batch_reduce/broadcast called directly in the strategy's scope."""
+    d = api.distribute
+    v = s.experimental_distribute_values_from_function(
+        lambda c: api.constant([1.0, 2.0]) * float(c.replica_id_in_sync_group + 1))
+
+    def reductions(ops: Any) -> Any:
+        t = api.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=ops)
+        w = t.experimental_distribute_values_from_function(
+            lambda c: api.constant([1.0, 2.0]) * float(c.replica_id_in_sync_group + 1))
+        return [t.reduce("SUM", w, axis=None), t.reduce("MEAN", w, axis=0)]  # (a second strategy's run would
+        # share TF's collective instance keys with the case strategy's and abort its later collectives)
+
+    out: Result = {kind: attempt(lambda kind=kind: reductions(getattr(d, kind)()))
+                   for kind in ("ReductionToOneDevice", "HierarchicalCopyAllReduce")}
+    out["default"] = reductions(None)
+    out["negative_packs"] = [attempt(lambda: d.HierarchicalCopyAllReduce(num_packs=-1)),
+                             attempt(lambda: d.NcclAllReduce(num_packs=-1))]
+    out["zero_packs"] = [error_class(lambda: type(d.HierarchicalCopyAllReduce(num_packs=0)).__name__),
+                         error_class(lambda: type(d.NcclAllReduce(num_packs=0)).__name__)]
+    for kind in ("ReductionToOneDevice", "HierarchicalCopyAllReduce"):
+        ops = getattr(d, kind)()
+        with s.scope():
+            out[f"{kind}_direct"] = {
+                "reduce_string_op": attempt(lambda: ops.reduce("SUM", v, destinations=v)),
+                "reduce_mean": attempt(lambda: ops.reduce(api.ReduceOp.MEAN, v, destinations=v)),
+                "batch_reduce": attempt(lambda: ops.batch_reduce(api.ReduceOp.SUM, [(v, v), (v, v)])),
+                "broadcast": attempt(lambda: ops.broadcast(api.constant(3.0), v))}
+    return out
+
+
+@case(setups=("A", "B"))
+def experimental_set_strategy(api: Any, s: Any) -> Result:
+    """tf.distribute.experimental_set_strategy: the strategy stays current outside any scope (cross-replica
+    context), its own scope and run still work, another strategy's scope is refused, None clears it, and setting it
+    inside a scope raises."""
+    d = api.distribute
+    out: Result = {}
+    d.experimental_set_strategy(s)
+    try:
+        out["current"] = [api.get_strategy() is s, api.has_strategy(), api.in_cross_replica_context(),
+                          api.get_replica_context() is None]
+        out["run"] = s.run(lambda: api.get_replica_context().replica_id_in_sync_group)
+        with s.scope():
+            out["own_scope"] = api.get_strategy() is s
+        out["other_scope"] = error_class(lambda: api.MirroredStrategy(["/cpu:0"]).scope().__enter__())
+        out["again"] = attempt(lambda: d.experimental_set_strategy(s))
+        out["not_a_strategy"] = error_class(lambda: d.experimental_set_strategy(5))
+    finally:
+        d.experimental_set_strategy(None)
+    out["cleared"] = [api.has_strategy(), api.in_cross_replica_context()]
+    with s.scope():
+        out["inside_scope"] = attempt(lambda: d.experimental_set_strategy(s))
+    out["after"] = api.has_strategy()
+    return out
+
+
+@case(setups=("A", "B"))
+def run_options(api: Any, s: Any) -> Result:
+    """tf.distribute.RunOptions: its fields and defaults; strategy.run accepts it."""
+    options = api.distribute.RunOptions(experimental_xla_options=None)
+    return {"fields": list(options._fields), "defaults": list(api.distribute.RunOptions()),
+            "run": s.run(lambda: api.constant(1.0), options=options)}
+
+
 # -- CommunicationOptions and strategy attributes --------------------------------------------------------
 
 
