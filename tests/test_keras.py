@@ -8,6 +8,7 @@ import pytest
 import mirrorlab as ml
 from mirrorlab import data as md
 from mirrorlab import errors, keras
+from mirrorlab.keras.compile_metrics import CompileMetrics
 from mirrorlab.sim import Crash, SimCluster
 
 RNG = np.random.default_rng(0)
@@ -238,8 +239,10 @@ def test_keras_details_found_by_fuzzing_against_tf():
     assert float(keras.losses.sparse_categorical_crossentropy([0], np.array([[-50.0, 80.0, 3.0]], np.float32))[0]) \
         == pytest.approx(16.81, abs=0.01)
     assert isinstance(keras.losses.get("MeanSquaredError"), keras.losses.MeanSquaredError)
-    assert [m.name for m in keras.metrics.compiled(["acc", "accuracy", "acc"], (None,), (None, 3))] == \
-        ["acc", "accuracy", "acc_1"]
+    compiled = CompileMetrics(["acc", "accuracy", "acc"], ["acc", "acc"])
+    compiled.build((None,), (None, 3))
+    assert [m.name for m in compiled.metrics] == ["acc", "accuracy", "acc", "acc", "acc"]  # metrics keep their names
+    assert list(compiled.result()) == ["acc", "accuracy", "acc_1", "weighted_acc", "weighted_acc_1"]
     opt = keras.optimizers.SGD(0.1)
     with pytest.raises(ValueError, match="No gradients provided for any variable"):
         opt.apply_gradients([(None, ml.Variable(1.0))])

@@ -53,14 +53,15 @@ class Callback:
 
 class BatchLogs(Mapping):
     """A training batch's logs, the running loss and metrics, read (a cross-replica read of every metric) only
-    when a callback looks at them, so callbacks that ignore them add no collectives to a step."""
+    when a callback looks at them, so callbacks that ignore them add no collectives to a step; sorted by name,
+    as Keras hands logs to callbacks."""
 
     def __init__(self, read: Callable[[], dict[str, float]]) -> None:
         self._read, self._logs = read, None
 
     def _values(self) -> dict[str, float]:
         if self._logs is None:
-            self._logs = self._read()
+            self._logs = _sorted(self._read())
         return self._logs
 
     def __getitem__(self, key: str) -> float:
@@ -73,8 +74,14 @@ class BatchLogs(Mapping):
         return len(self._values())
 
 
+def _sorted(logs: Mapping | None) -> dict[str, Any]:
+    """A copy of ``logs`` (None: empty) sorted by name: what every callback of a hook shares, as in Keras."""
+    return dict(sorted((logs or {}).items()))
+
+
 class CallbackList(Callback):
-    """Fans every hook out to a list of callbacks, in order."""
+    """Fans every hook out to a list of callbacks, in order; epoch and training logs are handed over as Keras does,
+    as one sorted copy (a callback may add to it, and the later ones see that)."""
 
     def __init__(self, callbacks: list[Callback], model: "Model", params: dict) -> None:
         super().__init__()
@@ -88,16 +95,16 @@ class CallbackList(Callback):
             getattr(cb, hook)(*args)
 
     def on_train_begin(self, logs: dict | None = None) -> None:
-        self._each("on_train_begin", logs)
+        self._each("on_train_begin", _sorted(logs))
 
     def on_train_end(self, logs: dict | None = None) -> None:
-        self._each("on_train_end", logs)
+        self._each("on_train_end", _sorted(logs))
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._each("on_epoch_begin", epoch, logs)
+        self._each("on_epoch_begin", epoch, _sorted(logs))
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self._each("on_epoch_end", epoch, logs)
+        self._each("on_epoch_end", epoch, _sorted(logs))
 
     def on_train_batch_begin(self, batch: int, logs: Mapping | None = None) -> None:
         self._each("on_train_batch_begin", batch, logs)

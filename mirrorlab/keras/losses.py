@@ -55,11 +55,13 @@ def squeeze_or_expand_to_same_rank(x1: Any, x2: Any, expand_rank_1: bool = True)
     return x1, x2
 
 
-def _reduction_scale(values: Any, sample_weight: Any, reduction: str | None) -> tuple[Any, Any] | None:
+def _reduction_scale(values: Any, sample_weight: Any, reduction: str | None,
+                     traced: bool = False) -> tuple[Any, Any] | None:
     """Keras' ``reduce_values`` as ``(divisor, factor)``: the sum of ``values`` is divided by ``divisor``
     (div_no_nan) and multiplied by ``factor`` (``1 / num_replicas_in_sync`` for means under a strategy). None:
-    no reduction (also for scalars and empty vectors, which Keras passes through)."""
-    if reduction in (None, "none") or values.shape in ((), (0,)):
+    no reduction (also for scalars and empty vectors, which Keras passes through eagerly; ``traced``, as in a
+    compiled step, their batch dimension is unknown, so they are reduced: an empty batch gives 0)."""
+    if reduction in (None, "none") or (not traced and values.shape in ((), (0,))):
         return None
     one = values.dtype.type(1)
     if reduction == "sum":
@@ -114,7 +116,13 @@ class Loss(ABC):
         loss, y_pred = self._on_logits(y_pred)
         return loss._weighted(y_true, y_pred, sample_weight)
 
-    def _weighted(self, y_true: Any, y_pred: Any, sample_weight: Any) -> Any:
+    def in_step(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
+        """The loss as ``fit``/``evaluate``'s traced step computes it: the batch size is unknown when Keras traces the
+        step, so even an empty batch (a replica without data) is reduced, to 0."""
+        loss, y_pred = self._on_logits(y_pred)
+        return loss._weighted(y_true, y_pred, sample_weight, traced=True)
+
+    def _weighted(self, y_true: Any, y_pred: Any, sample_weight: Any, traced: bool = False) -> Any:
         """``__call__`` once the predictions are chosen: per-example losses, weighted and reduced."""
         tracked = y_pred
         y_pred = asarray(untracked(y_pred), self.dtype)
@@ -126,7 +134,7 @@ class Loss(ABC):
             losses, weight = squeeze_or_expand_to_same_rank(losses, weight)
             losses = broadcasting(np.multiply, "Mul", losses, weight,
                                    "give sample_weight one weight per example (or per loss value), or a scalar.")
-        scale = _reduction_scale(losses, weight, self.reduction)
+        scale = _reduction_scale(losses, weight, self.reduction, traced)
 
         def backward(g: Any) -> list[tuple[Any, Any]]:
             upstream = np.broadcast_to(g if scale is None else _scaled(g, scale), losses.shape)

@@ -334,9 +334,9 @@ def _accuracy_for(name: str, y_true_shape: tuple, y_pred_shape: tuple) -> Metric
 
 
 def compiled(identifiers: list[Any], y_true_shape: tuple, y_pred_shape: tuple) -> list[Metric]:
-    """The metrics ``compile(metrics=...)`` tracks, built (as Keras builds them) for the shapes of the first labels and
-    predictions: strings name the metric after themselves, functions are wrapped in a ``MeanMetricWrapper``, and
-    names are made unique with ``_1``, ``_2``... as Keras does."""
+    """The metrics ``compile`` tracks, built (as Keras builds them) for the shapes of the first labels and predictions:
+    strings name the metric after themselves and functions are wrapped in a ``MeanMetricWrapper`` (log names are
+    made unique by ``compile_metrics``, as Keras does, without renaming the metrics)."""
     metrics: list[Metric] = []
     for identifier in identifiers:
         if str(identifier).lower() in ("accuracy", "acc"):
@@ -348,12 +348,4 @@ def compiled(identifiers: list[Any], y_true_shape: tuple, y_pred_shape: tuple) -
         if isinstance(identifier, str):
             metric.name = identifier
         metrics.append(metric)
-    seen: dict[str, int] = {}
-    for metric in metrics:
-        base = metric.name
-        if base in seen:
-            seen[base] += 1
-            metric.name = f"{base}_{seen[base]}"
-        else:
-            seen[base] = 0
     return metrics

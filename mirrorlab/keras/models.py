@@ -27,6 +27,8 @@ from . import metrics as metrics_lib
 from . import optimizers as optimizers_lib
 from . import weights_file
 from .callbacks import BatchLogs, Callback, CallbackList, History
+from .compile_metrics import CompileMetrics
+from .data_adapter import as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .layers import InputLayer, Layer
 
 __all__ = ["Model", "Sequential"]
@@ -40,8 +42,7 @@ class Model:
         self._layers: list[Layer] = []  # as added, an InputLayer included
         self.optimizer: optimizers_lib.Optimizer | None = None
         self.loss: losses_lib.Loss | None = None
-        self.compiled_metrics: list[metrics_lib.Metric] = []
-        self._metric_identifiers: list[Any] | None = None
+        self._compile_metrics: CompileMetrics | None = None
         self.stop_training = False
         self._strategy = context.get_strategy()
         self._initial_epoch: int | None = None
@@ -52,6 +53,11 @@ class Model:
     @property
     def distribute_strategy(self) -> Any:
         return self._strategy
+
+    @property
+    def compiled_metrics(self) -> list[metrics_lib.Metric]:
+        """The metrics and weighted metrics ``compile`` asked for (empty until the first data builds them)."""
+        return self._compile_metrics.metrics if self._compile_metrics is not None else []
 
     @property
     def layers(self) -> list[Layer]:
@@ -199,14 +205,16 @@ class Model:
 
     # -- training ----------------------------------------------------------------------------------
 
-    def compile(self, optimizer: Any = "sgd", loss: Any = None, metrics: list[Any] | None = None) -> None:
-        """Set the optimizer, loss and metrics (metric state is created in the model's strategy scope)."""
+    def compile(self, optimizer: Any = "sgd", loss: Any = None, metrics: list[Any] | None = None,
+                weighted_metrics: list[Any] | None = None) -> None:
+        """Set the optimizer, loss, metrics (which ignore sample weights) and weighted metrics (which take them);
+        metric state is created in the model's strategy scope."""
+        compile_metrics = CompileMetrics(metrics, weighted_metrics)  # built, like "crossentropy", on the first data
         with self._strategy.scope():
             self.optimizer = optimizers_lib.get(optimizer)
             self.loss = None if losses_lib.chosen_by_shapes(loss) else losses_lib.as_loss(loss)
             self._loss_tracker = metrics_lib.Mean("loss")
-        self._metric_identifiers = list(metrics or [])  # built, like "crossentropy", for the first data's shapes
-        self.compiled_metrics = []
+        self._compile_metrics = compile_metrics
         restore_on_create(self)
 
     def _prepare(self, data: DistributedDataset) -> None:
@@ -218,7 +226,7 @@ class Model:
         x_shape = tuple(specs[0].shape)
         if not self.built:
             self.build(x_shape)
-        if self._metric_identifiers is None or len(specs) < 2:
+        if self._compile_metrics is None or self._compile_metrics.built or len(specs) < 2:
             return
         y_true_shape, y_pred_shape = tuple(specs[1].shape), x_shape
         for layer in self.layers:
@@ -226,32 +234,23 @@ class Model:
         if self.loss is None:
             self.loss = losses_lib.for_shapes(y_true_shape, y_pred_shape)
         with self._strategy.scope():
-            self.compiled_metrics = metrics_lib.compiled(self._metric_identifiers, y_true_shape, y_pred_shape)
-        self._metric_identifiers = None
+            self._compile_metrics.build(y_true_shape, y_pred_shape)
 
-    def _distributed(self, x: Any, y: Any, batch_size: int | None, shuffle: bool) -> DistributedDataset:
-        if isinstance(x, DistributedDataset):
-            return x
-        if not isinstance(x, Dataset):
-            if y is None:
-                raise ValueError("fit/evaluate with NumPy inputs needs both x and y.")
-            x = Dataset.from_tensor_slices((np.asarray(x), np.asarray(y)))
-            if shuffle:
-                x = x.shuffle(len(x.tensors[0]))
-            x = x.batch(batch_size or 32)
-        return self._strategy.experimental_distribute_dataset(x)
+    def _distributed(self, data: Dataset | DistributedDataset) -> DistributedDataset:
+        return data if isinstance(data, DistributedDataset) else self._strategy.experimental_distribute_dataset(data)
 
     def _step(self, batch: Any, train: bool) -> None:
         """One replica's part of a step, as Keras 3's TF trainer: the compiled loss (this replica's mean over the
         number of replicas) plus the regularization losses (also over the number of replicas), differentiated on
-        a tape; the optimizer clips each
-        replica's gradients and sums them over replicas; the loss metric takes the loss times the number of
-        replicas, weighted by the batch size."""
-        x, y = batch[0], batch[1]
+        a tape; the optimizer clips each replica's gradients and sums them over replicas; the loss metric takes the
+        loss times the number of replicas, weighted by the batch size. Sample weights (a batch's third value) weight
+        the compiled loss, whose "sum_over_batch_size" still divides by the number of values, and the weighted
+        metrics."""
+        x, y, sample_weight = unpack_x_y_sample_weight(batch)
         replicas = context.get_strategy().num_replicas_in_sync
         with GradientTape() as tape:
             out = self(x, training=train)
-            loss = self.loss(y, out)
+            loss = self.loss.in_step(y, out, sample_weight)
             for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
                 loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
         value = untracked(loss)
@@ -259,18 +258,15 @@ class Model:
                                         sample_weight=np.float32(np.shape(x)[0]))
         if train:
             self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
-        for metric in self.compiled_metrics:
-            metric.update_state(y, untracked(out), sample_weight=None)  # as Keras calls it
+        self._compile_metrics.update_state(y, untracked(out), sample_weight)
 
     def _results(self) -> dict[str, float]:
-        logs = {"loss": float(self._loss_tracker.result())}
-        logs.update({m.name: float(m.result()) for m in self.compiled_metrics})
-        return logs
+        return {"loss": float(self._loss_tracker.result()), **self._compile_metrics.result()}
 
     def _reset_metrics(self) -> None:
         with self._strategy.scope():
-            for metric in [self._loss_tracker, *self.compiled_metrics]:
-                metric.reset_state()
+            self._loss_tracker.reset_state()
+            self._compile_metrics.reset_state()
 
     def _print(self, verbose: Any, text: str) -> None:
         chief = getattr(self._strategy.extended, "should_checkpoint", True)
@@ -278,20 +274,27 @@ class Model:
             print(text, flush=True)
 
     def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1,
-            verbose: Any = "auto", callbacks: list[Callback] | None = None, shuffle: bool = True,
-            initial_epoch: int = 0, steps_per_epoch: int | None = None, validation_data: Any = None,
+            verbose: Any = "auto", callbacks: list[Callback] | None = None, validation_split: float = 0.0,
+            validation_data: Any = None, shuffle: bool = True, class_weight: dict | None = None,
+            sample_weight: Any = None, initial_epoch: int = 0, steps_per_epoch: int | None = None,
             validation_steps: int | None = None, validation_batch_size: int | None = None,
             validation_freq: int | list[int] = 1) -> History:
-        """Train for ``epochs`` epochs on a dataset (global batches), a distributed dataset or NumPy arrays.
+        """Train for ``epochs`` epochs on a dataset (global batches of ``(x, y)`` or ``(x, y, sample_weight)``), a
+        distributed dataset or NumPy arrays (with ``sample_weight`` or ``class_weight``, a map from class id to
+        weight, also applied to a dataset's labels).
 
         With ``steps_per_epoch`` one iterator runs across epochs (use ``repeat()`` for endless input);
-        without it every epoch iterates the whole dataset afresh. ``validation_data`` (``(x, y)`` or a dataset) is
-        evaluated after the epochs ``validation_freq`` picks (every n-th, or those listed, counting from 1), on the
-        first ``validation_steps`` batches of a fresh pass, as Keras 3 does; its results enter the logs as
-        ``val_<name>``."""
+        without it every epoch iterates the whole dataset afresh. ``validation_data`` (``(x, y)``,
+        ``(x, y, sample_weight)`` or a dataset), or else the last ``validation_split`` of the arrays (taken before
+        shuffling), is evaluated after the epochs ``validation_freq`` picks (every n-th, or those listed, counting
+        from 1), on the first ``validation_steps`` batches of a fresh pass, as Keras 3 does; its results enter the
+        logs as ``val_<name>``."""
         if self.optimizer is None:
             raise ValueError("You must call `compile()` before using the model.")
-        data = self._distributed(x, y, batch_size, shuffle)
+        if validation_split and validation_data is None:
+            (x, y, sample_weight), validation_data = train_validation_split((x, y, sample_weight), validation_split)
+        val_x, val_y, val_sample_weight = unpack_x_y_sample_weight(validation_data)
+        data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps_per_epoch, shuffle, class_weight))
         self._prepare(data)
         with self._strategy.scope():
             if not self.optimizer.built:
@@ -323,8 +326,9 @@ class Model:
                 self.stop_training = True
             logs = self._results() if steps else {}
             if validation_data is not None and steps and _should_validate(epoch, validation_freq):
-                logs.update({f"val_{k}": v for k, v in self._validate(
-                    validation_data, validation_batch_size or batch_size, validation_steps).items()})
+                logs.update({f"val_{k}": v for k, v in self.evaluate(
+                    val_x, val_y, batch_size=validation_batch_size or batch_size, sample_weight=val_sample_weight,
+                    steps=validation_steps, return_dict=True).items()})
             self._print(verbose, f"Epoch {epoch + 1}/{epochs} - {steps} steps - " +
                         " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()))
             cbs.on_epoch_end(epoch, logs)
@@ -334,17 +338,15 @@ class Model:
         cbs.on_train_end(training_logs)
         return history
 
-    def _validate(self, validation_data: Any, batch_size: int | None, steps: int | None) -> dict[str, float]:
-        """``evaluate`` on ``(x_val, y_val)`` or a dataset at the end of an epoch (metrics reset after)."""
-        if isinstance(validation_data, (tuple, list)):
-            return self.evaluate(validation_data[0], validation_data[1], batch_size=batch_size, steps=steps,
-                                 return_dict=True)
-        return self.evaluate(validation_data, steps=steps, return_dict=True)
-
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: Any = "auto",
-                 steps: int | None = None, return_dict: bool = False) -> Any:
-        """Loss (the mean over all examples) and metrics over the whole input."""
-        data = self._distributed(x, y, batch_size, shuffle=False)
+                 sample_weight: Any = None, steps: int | None = None, return_dict: bool = False,
+                 **kwargs: Any) -> Any:
+        """Loss (the mean of the batches' losses, weighted by their sizes) and metrics over the input (arrays, with
+        optional ``sample_weight``, or a dataset of ``(x, y)`` or ``(x, y, sample_weight)``); as a list, in Keras'
+        order: the loss, each compiled metric's log by the metric's own name, then the other logs by name."""
+        if kwargs:
+            raise ValueError(f"Arguments not recognized: {kwargs}")
+        data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps))
         self._prepare(data)
         self._reset_metrics()
         for count, batch in enumerate(data, start=1):
@@ -354,7 +356,9 @@ class Model:
         logs = self._results()
         if return_dict:
             return logs
-        return logs["loss"] if len(logs) == 1 else list(logs.values())
+        names = ["loss", *(m.name for m in self.compiled_metrics)]
+        values = [logs[name] for name in names if name in logs] + [logs[key] for key in sorted(logs) if key not in names]
+        return values[0] if len(values) == 1 else values
 
     def predict(self, x: Any, batch_size: int | None = None, verbose: Any = "auto", steps: int | None = None) -> Any:
         """Outputs for all of ``x``, in order: arrays are computed locally in batches of ``batch_size`` (32); a

@@ -8,7 +8,9 @@ like the strategy cases: arrays as dtype/shape/value, exceptions as class and fi
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +59,14 @@ def attempt(fn: Callable[[], Any]) -> Any:
         return fn()
     except Exception as error:  # noqa: BLE001 (an error is a result here)
         return error
+
+
+def warned(fn: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``attempt(fn)`` and the messages of the warnings it emitted (recorded, so none reaches the test output)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = attempt(fn)
+    return result, [str(warning.message) for warning in caught]
 
 
 def normalize(value: Any) -> Any:
@@ -595,16 +605,17 @@ def compiled_crossentropy_by_shapes(env: KerasEnv) -> Result:
 # -- fit ----------------------------------------------------------------------------------------------
 
 
-def _model(env: KerasEnv, outputs: int, optimizer: Callable[[], Any], loss: Any, metrics: list[Any],
-           activation: str | None = None) -> Any:
-    """A 3-4-outputs MLP with fixed weights, built and compiled (optimizer made) in the strategy's scope."""
+def _model(env: KerasEnv, outputs: int, optimizer: Callable[[], Any], loss: Any, metrics: Any,
+           activation: str | None = None, weighted_metrics: Any = None, scoped: bool = True) -> Any:
+    """A 3-4-outputs MLP with fixed weights, built and compiled (optimizer made) in the strategy's scope (or, not
+    ``scoped``, under the default strategy)."""
     k = env.keras
     rng = np.random.RandomState(3)
-    with env.strategy.scope():
+    with env.strategy.scope() if scoped else contextlib.nullcontext():
         model = k.Sequential([k.Input((3,)), k.layers.Dense(4, activation="relu"),
                               k.layers.Dense(outputs, activation=activation)])
         model.set_weights([rng.uniform(-1, 1, w.shape).astype(np.float32) for w in model.get_weights()])
-        model.compile(optimizer=optimizer(), loss=loss, metrics=metrics)
+        model.compile(optimizer=optimizer(), loss=loss, metrics=metrics, weighted_metrics=weighted_metrics)
     return model
 
 
@@ -773,7 +784,8 @@ def _fit_with(env: KerasEnv, callbacks: list[Any], epochs: int = 6, x: Any = Non
 @case
 def early_stopping(env: KerasEnv) -> Result:
     """EarlyStopping on the loss, a validation accuracy (maximised by mode="auto") and loss, with min_delta,
-    patience, baseline, mode, start_from_epoch and restore_best_weights; a metric of unknown direction is refused."""
+    patience, baseline, mode, start_from_epoch and restore_best_weights; a metric of unknown direction is refused.
+    The warnings of each run (an unknown mode, a missing monitor) are part of the result."""
     k = env.keras
     settings = {
         "loss_min_delta": dict(monitor="loss", min_delta=0.12, patience=1),
@@ -786,14 +798,17 @@ def early_stopping(env: KerasEnv) -> Result:
         "missing_monitor": dict(monitor="val_nothing", mode="min"),
     }
     out: Result = {}
+    emitted: Result = {}
     for name, options in settings.items():
         def run(options: dict = options) -> Result:
             stopper = k.callbacks.EarlyStopping(**options)
             result = _fit_with(env, [stopper])
             return {**result, "stopped_epoch": stopper.stopped_epoch, "wait": stopper.wait,
                     "best": np.float32(stopper.best), "best_epoch": stopper.best_epoch}
-        out[name] = attempt(run)
-    out["unknown_direction"] = attempt(lambda: _fit_with(env, [k.callbacks.EarlyStopping(monitor="val_nothing")]))
+        out[name], emitted[name] = warned(run)
+    out["unknown_direction"], emitted["unknown_direction"] = warned(
+        lambda: _fit_with(env, [k.callbacks.EarlyStopping(monitor="val_nothing")]))
+    out["warnings"] = emitted
     return out
 
 
@@ -1212,3 +1227,237 @@ def fit_regularized_and_clipped(env: KerasEnv) -> Result:
     history = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     return {"history": {key: [np.float32(v) for v in values] for key, values in sorted(history.history.items())},
             "weights": model.get_weights(), "evaluate": [np.float32(v) for v in model.evaluate(x, y, batch_size=4, verbose=0)]}
+
+
+# -- sample weights, class weights and validation_split -----------------------------------------------
+
+
+SAMPLE_WEIGHTS = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0, 0.0, 1.0, 0.25, 2.0], np.float32)
+
+
+def _weighted_classifier(env: KerasEnv, scoped: bool, learning_rate: float = 0.2) -> Any:
+    """The 3-class MLP on logits with SGD, accuracy, and weighted accuracy and cross-entropy."""
+    k = env.keras
+    return _model(env, 3, lambda: k.optimizers.SGD(learning_rate=learning_rate),
+                  k.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"], scoped=scoped,
+                  weighted_metrics=["accuracy", k.metrics.SparseCategoricalCrossentropy(from_logits=True, name="ce")])
+
+
+def _fit_and_evaluate(model: Any, fit: dict[str, Any], evaluate: dict[str, Any], epochs: int = 2) -> Result:
+    """History, weights and the list evaluate() returns after ``model.fit(**fit)``."""
+    history = model.fit(**fit, epochs=epochs, verbose=0)
+    return {"history": _history(history), "weights": model.get_weights(),
+            "evaluate": [np.float32(v) for v in model.evaluate(**evaluate, verbose=0)]}
+
+
+def _sample_weight_fits(env: KerasEnv, scoped: bool) -> Result:
+    """fit and evaluate with sample weights on arrays (vector, column, float64, zeros) and in dataset triples; 10
+    examples in batches of 4 (the last one split 1 and 1 over the replicas)."""
+    data = env.data
+    x, y = _examples(10, 3)
+    xv, yv = _examples(6, 3)
+    w = SAMPLE_WEIGHTS
+
+    def arrays(weights: Any, **fit: Any) -> Result:
+        return _fit_and_evaluate(_weighted_classifier(env, scoped),
+                                 dict(x=x, y=y, sample_weight=weights, batch_size=4, shuffle=False, **fit),
+                                 dict(x=x, y=y, sample_weight=weights, batch_size=4))
+    triples = data.Dataset.from_tensor_slices((x, y, w)).batch(4)
+    out: Result = {
+        "arrays": attempt(lambda: arrays(w)),
+        "dataset_triples": attempt(lambda: _fit_and_evaluate(_weighted_classifier(env, scoped),
+                                                             dict(x=triples, shuffle=False), dict(x=triples))),
+        "validation_triple": attempt(lambda: arrays(w, validation_data=(xv, yv, w[:6] * 2))),
+    }
+    if scoped:
+        out.update({
+            "column": attempt(lambda: arrays(w[:, None])),
+            "float64": attempt(lambda: arrays(w.astype(np.float64))),
+            "zeros": attempt(lambda: arrays(np.zeros(10, np.float32))),
+            "dataset_column_triples": attempt(lambda: _fit_and_evaluate(
+                _weighted_classifier(env, scoped), dict(x=data.Dataset.from_tensor_slices((x, y, w[:, None])).batch(4),
+                                                        shuffle=False), dict(x=triples))),
+            "evaluate_steps": attempt(lambda: [np.float32(v) for v in _weighted_classifier(env, scoped).evaluate(
+                x, y, sample_weight=w, steps=5, verbose=0)]),
+            "evaluate_unweighted": attempt(lambda: _weighted_classifier(env, scoped).evaluate(
+                x, y, batch_size=4, verbose=0, return_dict=True)),
+            "last_batch_one_example": attempt(lambda: _fit_and_evaluate(
+                _weighted_classifier(env, scoped), dict(x=x[:5], y=y[:5], sample_weight=w[5:], batch_size=4,
+                                                        shuffle=False), dict(x=x[:5], y=y[:5], batch_size=4))),
+        })
+    return out
+
+
+@case
+def fit_sample_weight(env: KerasEnv) -> Result:
+    """Sample weights scale the compiled loss (whose "sum_over_batch_size" still divides by the number of examples)
+    and the weighted metrics, not the plain ones nor the loss metric's batch weighting; in the strategy's scope and
+    under the default strategy."""
+    return {"mirrored": attempt(lambda: _sample_weight_fits(env, scoped=True)),
+            "default": attempt(lambda: _sample_weight_fits(env, scoped=False))}
+
+
+def _class_weight_fits(env: KerasEnv, scoped: bool) -> Result:
+    """class_weight on sparse, column, one-hot and binary labels, from arrays and from datasets."""
+    k, data = env.keras, env.data
+    x, y = _examples(10, 3)
+    binary = (y[:, None] == 1).astype(np.float32)
+
+    def run(labels: Any, class_weight: Any, dataset: bool, outputs: int = 3, loss: Any = None,
+            activation: Any = None) -> Result:
+        loss = loss or k.losses.SparseCategoricalCrossentropy(from_logits=True)
+        model = _model(env, outputs, lambda: k.optimizers.SGD(learning_rate=0.2), loss, ["accuracy"], activation,
+                       weighted_metrics=["accuracy"], scoped=scoped)
+        inputs = (dict(x=data.Dataset.from_tensor_slices((x, labels)).batch(4)) if dataset
+                  else dict(x=x, y=labels, batch_size=4))
+        return _fit_and_evaluate(model, dict(**inputs, class_weight=class_weight, shuffle=False), inputs)
+    sparse = {0: 0.5, 1: 2.0}  # class 2 weighs 1.0
+    out: Result = {"sparse_arrays": attempt(lambda: run(y, sparse, False)),
+                   "sparse_dataset": attempt(lambda: run(y, {**sparse, 2: 1.0}, True))}
+    if scoped:
+        one_hot = dict(labels=np.eye(3)[y], outputs=3, loss="categorical_crossentropy", activation="softmax")
+        sigmoid = dict(labels=binary, outputs=1, loss="binary_crossentropy", activation="sigmoid")
+        out.update({
+            "column_arrays": attempt(lambda: run(y[:, None], sparse, False)),
+            "one_hot_arrays": attempt(lambda: run(class_weight={0: 1.0, 1: 3.0, 2: 0.5}, dataset=False, **one_hot)),
+            "one_hot_dataset": attempt(lambda: run(class_weight={0: 1.0, 1: 3.0, 2: 0.5}, dataset=True, **one_hot)),
+            "binary_arrays": attempt(lambda: run(class_weight={0: 0.2, 1: 1.5}, dataset=False, **sigmoid)),
+            "binary_dataset": attempt(lambda: run(class_weight={0: 0.2, 1: 1.5}, dataset=True, **sigmoid)),
+            "int_weights_dataset": attempt(lambda: run(y, {0: 1, 1: 2, 2: 3}, True)),
+            "float_labels_arrays": attempt(lambda: run(y.astype(np.float32) + 0.4, sparse, False)),
+            "outside_classes_arrays": attempt(lambda: run(y, {5: 2.0, -1: 3.0}, False)),
+            "empty_arrays": attempt(lambda: run(y, {}, False)),
+            "empty_dataset": attempt(lambda: run(y, {}, True)),
+        })
+    else:  # (under the default strategy: mirrorlab's MirroredStrategy stays aborted after an input pipeline error)
+        # TF's message is a graph-execution report: the class is compared
+        out["missing_class_dataset"] = type(attempt(lambda: run(y, sparse, True))).__name__
+    return out
+
+
+@case
+def fit_class_weight(env: KerasEnv) -> Result:
+    """class_weight maps each label's class (the arg-max of one-hot rows, the rounded value of sparse or binary
+    labels) to its sample weight; arrays give missing classes 1.0, datasets look classes up in a table up to the
+    largest key."""
+    return {"mirrored": attempt(lambda: _class_weight_fits(env, scoped=True)),
+            "default": attempt(lambda: _class_weight_fits(env, scoped=False))}
+
+
+def _class_repr_free(value: Any) -> Any:
+    """An error with the classes its message names (each framework's own) replaced by ``<class>``."""
+    if isinstance(value, BaseException):
+        return {**error_json(value), "message": re.sub(r"<class '[\w.]+'>", "<class>", error_json(value)["message"])}
+    return value
+
+
+def _validation_split_fits(env: KerasEnv, scoped: bool) -> Result:
+    """validation_split takes the last part of the arrays before shuffling (a frozen model shows which part), with
+    sample or class weights; validation_data takes precedence; Keras' arithmetic on odd fractions and its errors.
+    Batches split evenly over the replicas, or leave one empty (TF's fit fails on other uneven splits)."""
+    data = env.data
+    x, y = _examples(10, 3)
+    xv, yv = _examples(6, 3)
+
+    def run(split: float, learning_rate: float = 0.2, shuffle: bool = False, epochs: int = 2, **fit: Any) -> Result:
+        model = _weighted_classifier(env, scoped, learning_rate)
+        history = model.fit(x, y, batch_size=4, epochs=epochs, shuffle=shuffle, verbose=0, validation_split=split,
+                            **fit)
+        return {"history": _history(history), "weights": model.get_weights()}
+    out: Result = {
+        "frozen_shuffled": attempt(lambda: run(0.2, learning_rate=0.0, shuffle=True)),
+        "sample_weight": attempt(lambda: run(0.4, sample_weight=SAMPLE_WEIGHTS)),
+    }
+    if scoped:
+        dataset = data.Dataset.from_tensor_slices((x, y)).batch(4)
+        out.update({
+            "trained": attempt(lambda: run(0.4)),
+            "class_weight": attempt(lambda: run(0.4, class_weight={0: 0.5, 1: 2.0})),
+            "validation_data_wins": attempt(lambda: run(0.5, validation_data=(xv, yv))),
+            "validation_batch_size": attempt(lambda: run(0.6, validation_batch_size=2)),
+            "above_one": attempt(lambda: run(1.5, epochs=1)),  # trains on the first 5 (the last batch: 1 and 0)
+            "too_few_for_training": attempt(lambda: run(0.95)),
+            "too_few_for_validation": attempt(lambda: run(1e-17)),
+            "zero": attempt(lambda: run(0.0, epochs=1)),
+            "dataset": _class_repr_free(attempt(lambda: _weighted_classifier(env, scoped).fit(
+                dataset, validation_split=0.2, verbose=0))),
+            "distributed_dataset": _class_repr_free(attempt(lambda: _weighted_classifier(env, scoped).fit(
+                env.strategy.experimental_distribute_dataset(dataset), validation_split=0.2, verbose=0))),
+            "dataset_with_validation_data": attempt(lambda: _history(_weighted_classifier(env, scoped).fit(
+                dataset, validation_split=0.2, validation_data=(xv, yv), shuffle=False, verbose=0))),
+        })
+    return out
+
+
+@case
+def fit_validation_split(env: KerasEnv) -> Result:
+    """validation_split in the strategy's scope and under the default strategy."""
+    return {"mirrored": attempt(lambda: _validation_split_fits(env, scoped=True)),
+            "default": attempt(lambda: _validation_split_fits(env, scoped=False))}
+
+
+@case
+def fit_weight_argument_errors(env: KerasEnv) -> Result:
+    """Keras' errors for weights and targets it cannot take: both sample_weight and class_weight, weights or targets
+    beside a dataset, class_weight on a dataset of triples, on a distributed dataset or with nested labels, arrays of
+    different lengths, evaluate(class_weight=...), validation_data of four values, metrics given as a string."""
+    k, data, s = env.keras, env.data, env.strategy
+    x, y = _examples(10, 3)
+    w = SAMPLE_WEIGHTS
+    pairs = data.Dataset.from_tensor_slices((x, y)).batch(4)
+    triples = data.Dataset.from_tensor_slices((x, y, w)).batch(4)
+
+    def fit(*args: Any, **kwargs: Any) -> Any:
+        return _weighted_classifier(env, True).fit(*args, verbose=0, **kwargs).history
+
+    def compiled(**metrics: Any) -> Any:
+        model = k.Sequential([k.Input((3,)), k.layers.Dense(3)])
+        model.compile(optimizer="sgd", loss="mse", **metrics)
+        return model.evaluate(x, np.eye(3)[y], verbose=0)
+    return {
+        "class_and_sample_weight": attempt(lambda: fit(x, y, sample_weight=w, class_weight={0: 2.0})),
+        "class_weight_on_triples": attempt(lambda: fit(triples, class_weight={0: 2.0}, shuffle=False)),
+        "sample_weight_beside_dataset": attempt(lambda: fit(pairs, sample_weight=w, shuffle=False)),
+        "y_beside_dataset": attempt(lambda: fit(pairs, y, shuffle=False)),
+        "both_beside_dataset": attempt(lambda: fit(pairs, y, sample_weight=w, class_weight={0: 2.0})),
+        "class_weight_distributed": attempt(lambda: fit(s.experimental_distribute_dataset(pairs),
+                                                        class_weight={0: 2.0}, shuffle=False)),
+        "class_weight_nested_labels": attempt(lambda: fit(data.Dataset.from_tensor_slices((x, (y, y))).batch(4),
+                                                          class_weight={0: 2.0}, shuffle=False)),
+        "weights_too_short": attempt(lambda: fit(x, y, sample_weight=w[:7])),
+        "labels_too_short": attempt(lambda: fit(x, y[:9])),
+        "evaluate_sample_weight_beside_dataset": attempt(lambda: _weighted_classifier(env, True).evaluate(
+            pairs, sample_weight=w, verbose=0)),
+        "evaluate_class_weight": attempt(lambda: _weighted_classifier(env, True).evaluate(
+            x, y, class_weight={0: 2.0}, verbose=0)),
+        "validation_data_of_four": attempt(lambda: fit(x, y, validation_data=(x, y, w, w))),
+        "metrics_string": attempt(lambda: compiled(metrics="mae")),
+        "weighted_metrics_string": attempt(lambda: compiled(weighted_metrics="mae")),
+    }
+
+
+@case
+def weighted_metric_names(env: KerasEnv) -> Result:
+    """Log names when metrics and weighted metrics repeat names (``_1``, ``weighted_``), evaluate's list in Keras'
+    order (a repeated name is looked up again), and EarlyStopping's direction for a weighted metric's log."""
+    k = env.keras
+    x, y = _examples(8, 3)
+
+    def model() -> Any:
+        return _model(env, 3, lambda: k.optimizers.SGD(learning_rate=0.1),
+                      k.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy", "acc", "accuracy",
+                                                                  k.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                      weighted_metrics=["accuracy", "accuracy", "acc", k.metrics.SparseCategoricalAccuracy(name="sca")])
+
+    def fitted() -> Result:
+        trained = model()
+        history = trained.fit(x, y, sample_weight=SAMPLE_WEIGHTS[:8], batch_size=4, shuffle=False, verbose=0)
+        return {"history": _history(history),
+                "evaluate": [np.float32(v) for v in trained.evaluate(x, y, sample_weight=SAMPLE_WEIGHTS[:8],
+                                                                     batch_size=4, verbose=0)]}
+    return {
+        "fitted": attempt(fitted),
+        "early_stopping_weighted": attempt(lambda: _history(model().fit(
+            x, y, batch_size=4, epochs=2, verbose=0, validation_data=(x, y),
+            callbacks=[k.callbacks.EarlyStopping(monitor="val_weighted_accuracy")]))),
+    }

@@ -1,0 +1,73 @@
+"""``compile(metrics=..., weighted_metrics=...)`` as Keras 3 tracks them: ``metrics`` ignore sample weights,
+``weighted_metrics`` take them; both are built for the first data's label and output shapes, and their logs get
+Keras' names (a repeated name gets ``_1``, ``_2``...; a weighted metric whose name is taken becomes
+``weighted_<name>``), while each metric keeps its own ``name``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .metrics import Metric, compiled
+
+__all__ = ["CompileMetrics"]
+
+
+def _identifiers(value: Any, argument: str) -> list[Any]:
+    """The metric identifiers of ``metrics``/``weighted_metrics`` (a list, tuple or dict; Keras' error otherwise)."""
+    if not value:
+        return []
+    if isinstance(value, dict):
+        return [value[key] for key in sorted(value)]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise ValueError(f"Expected `{argument}` argument to be a list, tuple, or dict. Received instead: "
+                     f"{argument}={value} of type {type(value)}")
+
+
+def _unique(name: str, counters: dict[str, int]) -> str:
+    """``name``, or ``name_<n>`` for its n-th repeat, counted in ``counters``."""
+    if name not in counters:
+        counters[name] = 1
+        return name
+    counters[name] += 1
+    return f"{name}_{counters[name] - 1}"
+
+
+class CompileMetrics:
+    """The compiled metrics of one single-output model: unweighted ones first, then the weighted ones."""
+
+    def __init__(self, metrics: Any, weighted_metrics: Any) -> None:
+        self._identifiers = _identifiers(metrics, "metrics")
+        self._weighted_identifiers = _identifiers(weighted_metrics, "weighted_metrics")
+        self.built = False
+        self.unweighted: list[Metric] = []
+        self.weighted: list[Metric] = []
+
+    @property
+    def metrics(self) -> list[Metric]:
+        return [*self.unweighted, *self.weighted]
+
+    def build(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        """Make the metrics for these shapes ("accuracy" and the like depend on them); call in the model's scope."""
+        self.unweighted = compiled(self._identifiers, y_true_shape, y_pred_shape)
+        self.weighted = compiled(self._weighted_identifiers, y_true_shape, y_pred_shape)
+        self.built = True
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        for metric in self.unweighted:
+            metric.update_state(y_true, y_pred, sample_weight=None)  # as Keras calls them
+        for metric in self.weighted:
+            metric.update_state(y_true, y_pred, sample_weight=sample_weight)
+
+    def reset_state(self) -> None:
+        for metric in self.metrics:
+            metric.reset_state()
+
+    def result(self) -> dict[str, float]:
+        """Each metric's result under its log name."""
+        counters: dict[str, int] = {}
+        logs = {_unique(m.name, counters): float(m.result()) for m in self.unweighted}
+        for metric in self.weighted:
+            name = metric.name if metric.name not in counters else f"weighted_{metric.name}"
+            logs[_unique(name, counters)] = float(metric.result())
+        return logs
