@@ -8,13 +8,15 @@ Run by hand with the TF venv (not collected by pytest; TF is slow, keep a run to
     /work/tfvenv/bin/python tests/conformance/fuzz_against_tf.py --replay '{"area": "dataset", ...}'
 
 Areas: ``dataset`` (fuzz_datasets.py: distributed pipelines, per-step values and reductions), ``collective``
-(fuzz_collectives.py: reduce/gather/all_reduce/all_gather/compute_average_loss on uneven per-replica values) and
+(fuzz_collectives.py: reduce/gather/all_reduce/all_gather/compute_average_loss on uneven per-replica values),
 ``checkpoint`` (fuzz_checkpoints.py: save under one strategy, restore under another; the spec names its strategies,
-so it runs once rather than per setup). Setups: A = MirroredStrategy over 2 logical CPUs, B = MWMS without a
-cluster (1 replica), M1 = MirroredStrategy over 1 CPU. Case i of a seed is ``random.Random(f"{seed}:{area}:{i}")``;
-a difference prints its minimized spec (replay it with ``--replay``) and the differences found. Cases that would
-crash TF or break its collectives for the rest of the process are not generated or not run (see
-dataset_known_differences.py); ``--verbose`` prints each spec first, to find one that still does.
+so it runs once rather than per setup) and ``variable`` (fuzz_variables.py: a distributed variable of a random kind,
+then random updates, scatters, reads, reductions and merge_call/extended.update paths). Setups: A =
+MirroredStrategy over 2 logical CPUs, B = MWMS without a cluster (1 replica), M1 = MirroredStrategy over 1 CPU.
+Case i of a seed is ``random.Random(f"{seed}:{area}:{i}")``; a difference prints its minimized spec (replay it with
+``--replay``) and the differences found. Cases that would crash TF or break its collectives for the rest of the
+process are not generated or not run (see dataset_known_differences.py); ``--verbose`` prints each spec first, to
+find one that still does.
 """
 from __future__ import annotations
 
@@ -30,13 +32,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conformance import fuzz_checkpoints, fuzz_collectives, fuzz_datasets  # noqa: E402
+from conformance import fuzz_checkpoints, fuzz_collectives, fuzz_datasets, fuzz_variables  # noqa: E402
 from conformance.adapters import Api, MirrorlabApi, TfApi  # noqa: E402
 from conformance.cases import Case  # noqa: E402
 from conformance.harness import differences  # noqa: E402
 
 AREAS: dict[str, ModuleType] = {"dataset": fuzz_datasets, "collective": fuzz_collectives,
-                                "checkpoint": fuzz_checkpoints}
+                                "checkpoint": fuzz_checkpoints, "variable": fuzz_variables}
 SETUPS = ("A", "B", "M1")
 SHRINK_RUNS = 40      # at most this many candidate runs to minimize one differing case
 SHOWN = 4             # differences printed per case
