@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import errors
 from ..aggregation import ReduceOp
-from ..collective.group import tf_dtype
+from ..collective.group import tf_dtype, truediv_dtype
 from ..tensor import IndexedSlices, like, to_host
 from .values import DistributedValues
 
@@ -88,12 +88,12 @@ def scatter_rows(current: Any, kind: str, delta: IndexedSlices, dtype: np.dtype)
 
 def reduce_slices(strategy: "Strategy", op: ReduceOp, slices: Sequence[IndexedSlices], site: str) -> IndexedSlices:
     """The local replicas' slices combined over all replicas: concatenated (SUM), with values divided by
-    the replica count (MEAN)."""
+    the replica count (MEAN, TF's truediv: integer values become float32 or float64)."""
     n = strategy.num_replicas_in_sync
     if n == 1:
         return slices[0]
     values, indices = strategy.extended._gather_leaves(
         [[s.values for s in slices], [s.indices for s in slices]], 0, site, None)
     if op == ReduceOp.MEAN:
-        values = (values / n).astype(values.dtype)
+        values = (values / n).astype(truediv_dtype(values.dtype), copy=False)
     return IndexedSlices(values, indices, slices[0].dense_shape)

@@ -1916,6 +1916,25 @@ def all_reduce_indexed_slices(api: Any, s: Any) -> Result:
 
 
 @case()
+def all_reduce_indexed_slices_integers(api: Any, s: Any) -> Result:
+    """IndexedSlices of integers: SUM keeps the dtype, MEAN divides as TF's truediv (float64 for int32/int64) once
+    there are several replicas (found by the differential fuzz in setups A and C)."""
+    ctx = api.get_replica_context
+    out: Result = {}
+    for dtype in ("int32", "int64"):
+        def make(dtype: str = dtype) -> Any:
+            """Replica r's slices: rows r and r+2 holding [3, 4] * (r + 1) and [5, 6] * (r + 1)."""
+            return api.IndexedSlices(api.cast(api.constant([[3, 4], [5, 6]]) * (rid(api) + 1), dtype),
+                                     api.constant([rid(api), rid(api) + 2], "int64"), api.constant([4, 2], "int64"))
+        for op in OPS:
+            out[f"{dtype}|all_reduce|{op}"] = attempt(
+                lambda op=op, make=make: slices_parts(s, s.run(lambda: ctx().all_reduce(op, make()))))
+            out[f"{dtype}|reduce|{op}"] = attempt(
+                lambda op=op, make=make: slices_parts(s, s.reduce(op, s.run(make), axis=None)))
+    return out
+
+
+@case()
 def variable_initial_dtypes(api: Any, s: Any) -> Result:
     """Initial values and their dtypes inside the scope (Python numbers, NumPy scalars, mixed lists, dtype=)."""
     with s.scope():
