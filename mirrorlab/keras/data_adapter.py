@@ -125,7 +125,7 @@ def _check_cardinality(arrays: tuple) -> None:
 def _array_dataset(x: Any, y: Any, sample_weight: Any, batch_size: int | None, steps: int | None,
                    shuffle: bool, class_weight: dict | None) -> Dataset:
     """Arrays as Keras' array adapter batches them (``batch_size``, else enough for ``steps`` batches, else 32),
-    shuffled per epoch with their weights."""
+    shuffled per epoch with their weights; the batches have a static size when they are all full, as there."""
     if y is None:
         raise ValueError("fit/evaluate with NumPy inputs needs both x and y.\nFix: pass the targets as y.")
     if sample_weight is not None and class_weight is not None:
@@ -139,7 +139,8 @@ def _array_dataset(x: Any, y: Any, sample_weight: Any, batch_size: int | None, s
     dataset = Dataset.from_tensor_slices(arrays)
     if shuffle:
         dataset = dataset.shuffle(samples)
-    return dataset.batch(batch_size or (int(math.ceil(samples / steps)) if steps else 32))
+    size = batch_size or (int(math.ceil(samples / steps)) if steps else 32)
+    return dataset.batch(size, drop_remainder=samples % size == 0)
 
 
 def as_dataset(x: Any, y: Any = None, sample_weight: Any = None, batch_size: int | None = None,

@@ -77,6 +77,9 @@ class Layer(ABC):
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return input_shape
 
+    def check_input_shape(self, shape: tuple) -> None:
+        """Keras' input spec of the built layer, checked on an input of ``shape`` (None: unknown); none here."""
+
     @abstractmethod
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         """Implemented by subclasses."""
@@ -93,6 +96,7 @@ class Layer(ABC):
         x = asarray(x)
         if not self.built:
             self.build(x.shape)
+        self.check_input_shape(x.shape)
         out, cache = self._forward(x, training)
         logits = self._logits(cache)
         return out if logits is None else activations.with_logits(out, logits)
@@ -173,6 +177,19 @@ class Dense(_KernelBias):
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (*input_shape[:-1], self.units)
+
+    def check_input_shape(self, shape: tuple) -> None:
+        """Keras' Dense input spec: at least 2 dimensions, the last one the kernel's rows."""
+        if not self.built:
+            return
+        refused = f"Input 0 with name 'None' of layer '{self.name}' is incompatible with the layer: "
+        if len(shape) < 2:
+            raise ValueError(f"{refused}expected min_ndim=2, found ndim={len(shape)}. Full shape received: "
+                             f"{tuple(shape)}")
+        rows = self.kernel.shape[0]
+        if shape[-1] is not None and shape[-1] != rows:
+            raise ValueError(f"{refused}expected axis -1 of input shape to have value {rows}, but received input "
+                             f"with shape {tuple(shape)}")
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         z = x @ self.kernel.value()

@@ -55,6 +55,42 @@ def squeeze_or_expand_to_same_rank(x1: Any, x2: Any, expand_rank_1: bool = True)
     return x1, x2
 
 
+def _matched_shapes(a: tuple, b: tuple) -> tuple[tuple, tuple]:
+    """``squeeze_or_expand_to_same_rank`` on shapes (a None dimension is no 1, as when Keras traces a step)."""
+    if len(a) == len(b) + 1 and a[-1] == 1:
+        return (a, (*b, 1)) if len(b) == 1 else (a[:-1], b)
+    if len(b) == len(a) + 1 and b[-1] == 1:
+        return ((*a, 1), b) if len(a) == 1 else (a, b[:-1])
+    return a, b
+
+
+def _differ(a: tuple, b: tuple) -> bool:
+    """Whether two shapes of one rank disagree on a dimension both know."""
+    return any(x is not None and y is not None and x != y for x, y in zip(a, b))
+
+
+def _check_sparse_shapes(target: tuple, output: tuple) -> None:
+    """Keras' errors for sparse labels of shape ``target`` (a trailing 1 squeezed) against predictions ``output``."""
+    if len(target) == len(output) and target and target[-1] == 1:
+        target = target[:-1]
+    if len(target) != len(output) - 1:
+        raise ValueError("Argument `output` must have rank (ndim) `target.ndim - 1`. Received: "
+                         f"target.shape={target}, output.shape={output}")
+    if _differ(target, output[:-1]):
+        raise ValueError("Arguments `target` and `output` must have the same shape up until the last dimension: "
+                         f"target.shape={target}, output.shape={output}")
+
+
+def _check_dense_shapes(target: tuple, output: tuple) -> None:
+    """Keras' errors for targets of shape ``target`` that are not of the predictions' shape ``output``."""
+    if len(target) != len(output):
+        raise ValueError("Arguments `target` and `output` must have the same rank (ndim). Received: "
+                         f"target.shape={target}, output.shape={output}")
+    if _differ(target, output):
+        raise ValueError("Arguments `target` and `output` must have the same shape. Received: "
+                         f"target.shape={target}, output.shape={output}")
+
+
 def _reduction_scale(values: Any, sample_weight: Any, reduction: str | None,
                      traced: bool = False) -> tuple[Any, Any] | None:
     """Keras' ``reduce_values`` as ``(divisor, factor)``: the sum of ``values`` is divided by ``divisor``
@@ -129,9 +165,11 @@ class Loss(ABC):
         y_true = like(asarray(untracked(y_true), self.dtype), y_pred)
         per_example = asarray(self.call(y_true, y_pred), self.dtype)
         losses, weight = per_example, None
+        matched_shape = per_example.shape  # the per-example losses' shape after rank matching with the weights
         if sample_weight is not None:
             weight = like(asarray(untracked(sample_weight), self.dtype), losses)
             losses, weight = squeeze_or_expand_to_same_rank(losses, weight)
+            matched_shape = losses.shape
             losses = broadcasting(np.multiply, "Mul", losses, weight,
                                    "give sample_weight one weight per example (or per loss value), or a scalar.")
         scale = _reduction_scale(losses, weight, self.reduction, traced)
@@ -140,13 +178,17 @@ class Loss(ABC):
             upstream = np.broadcast_to(g if scale is None else _scaled(g, scale), losses.shape)
             if weight is not None:
                 upstream = upstream * weight
-            upstream = unbroadcast(upstream, losses.shape).reshape(per_example.shape)
+            upstream = unbroadcast(upstream, matched_shape).reshape(per_example.shape)
             return [(tracked, self.grad(y_true, y_pred, upstream))]
         return track(_reduce(losses, scale), backward, (tracked,))
 
     def per_example(self, y_true: Any, y_pred: Any) -> Any:
         """Keras' function form of the loss (``keras.losses.mean_squared_error`` ...): per-example values."""
         return self.call(y_true, y_pred)
+
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        """The shape errors Keras raises when it traces a step on labels and predictions of these static shapes
+        (None: unknown), with those shapes in the message; this loss has none."""
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "reduction": self.reduction}
@@ -258,14 +300,15 @@ class SparseCategoricalCrossentropy(_Crossentropy):
                  name: str = "sparse_categorical_crossentropy", dtype: Any = None) -> None:
         super().__init__(from_logits, reduction, name, dtype)
 
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        _check_sparse_shapes(tuple(y_true_shape), tuple(y_pred_shape))
+
     @staticmethod
     def _labels(y_true: Any, y_pred: Any) -> Any:
         labels = like(asarray(y_true), y_pred)
+        _check_sparse_shapes(labels.shape, y_pred.shape)
         if labels.ndim == y_pred.ndim and labels.ndim and labels.shape[-1] == 1:
             labels = labels[..., 0]
-        if labels.ndim != y_pred.ndim - 1:
-            raise ValueError("Argument `output` must have rank (ndim) `target.ndim - 1`. Received: "
-                             f"target.shape={labels.shape}, output.shape={y_pred.shape}")
         labels = labels.astype(np.int64)
         classes = y_pred.shape[-1]
         outside = (labels < 0) | (labels >= classes)
@@ -327,12 +370,7 @@ class _DenseCrossentropy(_Crossentropy):
         """Targets in ``y_pred``'s dtype, checked against its shape (Keras' errors), smoothed; and ``y_pred``."""
         y_pred = asarray(y_pred)
         y_true = like(asarray(y_true, y_pred.dtype), y_pred)
-        if y_true.ndim != y_pred.ndim:
-            raise ValueError("Arguments `target` and `output` must have the same rank (ndim). Received: "
-                             f"target.shape={y_true.shape}, output.shape={y_pred.shape}")
-        if y_true.shape != y_pred.shape:
-            raise ValueError("Arguments `target` and `output` must have the same shape. Received: "
-                             f"target.shape={y_true.shape}, output.shape={y_pred.shape}")
+        _check_dense_shapes(y_true.shape, y_pred.shape)
         return (self._smoothed(y_true) if self.label_smoothing else y_true), y_pred
 
     @abstractmethod
@@ -345,6 +383,9 @@ class _DenseCrossentropy(_Crossentropy):
 
     def per_example(self, y_true: Any, y_pred: Any) -> Any:
         return self._elementwise(*self._targets(y_true, y_pred))
+
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        _check_dense_shapes(*_matched_shapes(tuple(y_true_shape), tuple(y_pred_shape)))
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
         return self.per_example(*squeeze_or_expand_to_same_rank(like(asarray(y_true), asarray(y_pred)),

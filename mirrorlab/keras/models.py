@@ -47,6 +47,7 @@ class Model:
         self._strategy = context.get_strategy()
         self._initial_epoch: int | None = None
         self._loss_tracker: metrics_lib.Mean | None = None
+        self._traced_shapes: tuple[tuple, tuple] | None = None  # static label and output shapes of the data
 
     # -- structure ---------------------------------------------------------------------------------
 
@@ -133,12 +134,26 @@ class Model:
         x = asarray(x)
         if not self.built:
             self.build(x.shape)
+        self._check_input(x.shape, training)
         self._follow(x)
         caches = []
         for layer in self.layers:
             x, cache = layer._forward(x, training)
             caches.append(cache)
         return x, caches
+
+    def _check_input(self, shape: tuple, training: bool) -> None:
+        """Keras' input checks of the layers on an input of ``shape`` (None where unknown, as in a traced step),
+        raised as the model's call reports them."""
+        for layer in self.layers:
+            try:
+                layer.check_input_shape(shape)
+            except ValueError as error:
+                call = f"{type(self).__name__}.call()"
+                raise ValueError(f"Exception encountered when calling {call}.\n\n\x1b[1m{error}\x1b[0m\n\n"
+                                 f"Arguments received by {call}:\n  • inputs=shape={shape}\n  • training={training}\n"
+                                 "Fix: give the model inputs of the shape its first layer was built for.") from None
+            shape = layer.compute_output_shape(shape)
 
     def _follow(self, x: Any) -> None:
         """Keep the model's state where its input is: a CuPy input moves NumPy weights, optimizer slots and
@@ -217,20 +232,26 @@ class Model:
         self._compile_metrics = compile_metrics
         restore_on_create(self)
 
-    def _prepare(self, data: DistributedDataset) -> None:
+    def _prepare(self, data: DistributedDataset, training: bool = False) -> None:
         """Build the model for the data's input shape, and the compiled metrics (and a ``"crossentropy"`` loss) for
-        its label and output shapes, as Keras' first step does (``"accuracy"`` depends on them)."""
+        its label and output shapes, as Keras' first step does (``"accuracy"`` depends on them); remember those
+        static shapes (None where a replica's batch size is unknown), which Keras' shape errors show."""
         spec = data.element_spec
         specs = [(s._value_specs[0] if isinstance(s, PerReplicaSpec) else s) for s in
                  (spec if isinstance(spec, tuple) else (spec,))]
         x_shape = tuple(specs[0].shape)
         if not self.built:
             self.build(x_shape)
-        if self._compile_metrics is None or self._compile_metrics.built or len(specs) < 2:
+        self._check_input(x_shape, training)
+        self._traced_shapes = None
+        if len(specs) < 2:
             return
         y_true_shape, y_pred_shape = tuple(specs[1].shape), x_shape
         for layer in self.layers:
             y_pred_shape = layer.compute_output_shape(y_pred_shape)
+        self._traced_shapes = (y_true_shape, y_pred_shape)
+        if self._compile_metrics is None or self._compile_metrics.built:
+            return
         if self.loss is None:
             self.loss = losses_lib.for_shapes(y_true_shape, y_pred_shape)
         with self._strategy.scope():
@@ -250,6 +271,8 @@ class Model:
         replicas = context.get_strategy().num_replicas_in_sync
         with GradientTape() as tape:
             out = self(x, training=train)
+            if self._traced_shapes is not None:  # Keras' shape errors name the shapes its trace saw
+                self.loss.check_shapes(*self._traced_shapes)
             loss = self.loss.in_step(y, out, sample_weight)
             for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
                 loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
@@ -295,7 +318,7 @@ class Model:
             (x, y, sample_weight), validation_data = train_validation_split((x, y, sample_weight), validation_split)
         val_x, val_y, val_sample_weight = unpack_x_y_sample_weight(validation_data)
         data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps_per_epoch, shuffle, class_weight))
-        self._prepare(data)
+        self._prepare(data, training=True)
         with self._strategy.scope():
             if not self.optimizer.built:
                 self.optimizer.build(self.trainable_variables)

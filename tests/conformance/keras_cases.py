@@ -1461,3 +1461,75 @@ def weighted_metric_names(env: KerasEnv) -> Result:
             x, y, batch_size=4, epochs=2, verbose=0, validation_data=(x, y),
             callbacks=[k.callbacks.EarlyStopping(monitor="val_weighted_accuracy")]))),
     }
+
+
+def _shape_errors(env: KerasEnv, scoped: bool) -> Result:
+    """Label and input shapes fit and evaluate refuse: the messages show the shapes Keras' trace saw (a replica's
+    static batch size for full array batches, None for a dataset's or a partial batch). (The first fit or evaluate
+    of a model made in a strategy's scope shows its first batch's shapes instead, as Keras builds the model on
+    that batch: there, a dataset comes after a first fit, and partial batches are left out, as TF retraces a
+    second fit on arrays with relaxed shapes.)"""
+    k, data = env.keras, env.data
+    x, y = _examples(8, 3)
+    one_hot4 = np.eye(4)[y]
+
+    def fit(labels: Any, loss: Any, outputs: int = 3, activation: Any = None, features: Any = x,
+            after_a_fit: bool = False, **kwargs: Any) -> Any:
+        model = _model(env, outputs, lambda: k.optimizers.SGD(learning_rate=0.1), loss, ["accuracy"], activation,
+                       scoped=scoped)
+        if after_a_fit:
+            model.fit(x, np.eye(3)[y], batch_size=4, verbose=0, shuffle=False)
+        return _history(model.fit(features, labels, shuffle=False, verbose=0, **kwargs))
+    sparse = k.losses.SparseCategoricalCrossentropy(from_logits=True)
+    out: Result = {
+        "sparse_one_hot_labels": attempt(lambda: fit(np.eye(3)[y][:, :2], sparse, batch_size=4)),
+        "categorical_four_classes": attempt(lambda: fit(one_hot4, "categorical_crossentropy", batch_size=4)),
+        "binary_four_wide": attempt(lambda: fit(one_hot4, "binary_crossentropy", activation="sigmoid",
+                                                batch_size=4)),
+        "dataset": attempt(lambda: fit(None, "categorical_crossentropy", after_a_fit=scoped,
+                                       features=data.Dataset.from_tensor_slices((x, one_hot4)).batch(4))),
+        "inputs_two_wide": attempt(lambda: fit(y, sparse, features=x[:, :2], batch_size=4)),
+        "evaluate_sparse_one_hot_labels": attempt(lambda: _model(
+            env, 3, lambda: k.optimizers.SGD(), sparse, [], scoped=scoped).evaluate(
+                x, np.eye(3)[y][:, :2], batch_size=4, verbose=0)),
+    }
+    if not scoped:
+        out["partial_batch"] = attempt(lambda: fit(one_hot4, "categorical_crossentropy", batch_size=6))
+    return out
+
+
+@case
+def fit_shape_errors(env: KerasEnv) -> Result:
+    """Shape errors of fit and evaluate in the strategy's scope and under the default strategy; a Dense layer's and a
+    model's input checks called directly; weights that broadcast against a replica's losses train (TF does)."""
+    k, tf = env.keras, env.tf
+    x, y = _examples(8, 3)
+    dense = k.layers.Dense(2, name="solo")
+    dense(x[:1])
+    model = k.Sequential([k.Input((3,)), k.layers.Dense(2, name="first"), k.layers.Dense(2, name="second")])
+    model.set_weights([np.array([[0.5, -1.0], [2.0, 0.3], [-0.7, 1.1]], np.float32), np.array([0.2, -0.1], np.float32),
+                       np.array([[1.0, -0.5], [0.25, 0.75]], np.float32), np.zeros(2, np.float32)])
+
+    def broadcast_weights() -> list[Any]:
+        with tf.GradientTape() as tape:
+            value = k.losses.MeanSquaredError()(np.zeros((2, 2)), model(x[:2]), sample_weight=np.array([[1.0, 2.0],
+                                                                                                      [0.5, 3.0]]))
+        return [value, tape.gradient(value, model.trainable_variables)]
+
+    def trained_with_matrix_weights() -> Result:  # [2] losses times [2, 2] weights on each replica
+        classifier = _model(env, 3, lambda: k.optimizers.SGD(learning_rate=0.2),
+                            k.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"])
+        history = classifier.fit(x, y, sample_weight=np.tile(SAMPLE_WEIGHTS[:8, None], (1, 2)), batch_size=4,
+                                 shuffle=False, verbose=0)
+        return {"history": _history(history), "weights": classifier.get_weights()}
+    return {
+        "mirrored": attempt(lambda: _shape_errors(env, scoped=True)),
+        "default": attempt(lambda: _shape_errors(env, scoped=False)),
+        "dense_two_wide": attempt(lambda: dense(x[:, :2])),
+        "dense_vector": attempt(lambda: dense(x[0])),
+        "model_two_wide": attempt(lambda: model(x[:, :2])),
+        "model_vector": attempt(lambda: model(x[0])),
+        "predict_two_wide": attempt(lambda: model.predict(x[:, :2], verbose=0)),
+        "broadcast_weights_gradient": attempt(broadcast_weights),
+        "matrix_weights_on_replicas": attempt(trained_with_matrix_weights),
+    }
