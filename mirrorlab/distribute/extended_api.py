@@ -31,6 +31,7 @@ class ExtendedApi:
     """The public helpers of ``strategy.extended`` (mixed into ``StrategyExtended``)."""
 
     _devices: tuple[str, ...]
+    _is_mirrored: bool
     _container: Callable[[], "Strategy"]
     _placement: Any
 
@@ -120,9 +121,19 @@ class ExtendedApi:
                 hasattr(destinations, "__array_interface__") or is_cupy(destinations)):
             raise ValueError(f"{BAD_DESTINATIONS}\nGot {type(destinations).__name__} {destinations!r}; fix: pass a "
                              "variable or a device name such as '/cpu:0'.")
-        value = tensor if isinstance(tensor, IndexedSlices) else (
-            tensor._read() if isinstance(tensor, _ArrayLike) else as_tensor(tensor))
-        return self._mirror_to(value, destinations)
+        return self._mirror_to(self._broadcast_value(tensor), destinations)
+
+    def _broadcast_value(self, tensor: Any) -> Any:
+        """What a broadcast copies: a variable's value, a tensor of anything else. MirroredStrategy reads the dtype of
+        what it is given, so a Python list or tuple raises TF's AttributeError there (MWMS converts it)."""
+        if isinstance(tensor, IndexedSlices):
+            return tensor
+        if isinstance(tensor, _ArrayLike):
+            return tensor._read()
+        if isinstance(tensor, (list, tuple)) and self._is_mirrored:
+            raise AttributeError(f"'{type(tensor).__name__}' object has no attribute 'dtype'\nFix: pass a tensor "
+                                 "(e.g. tf.constant(value)).")
+        return as_tensor(tensor)
 
     def _mirror_to(self, value: Any, destinations: Any) -> Any:
         """``value`` on each device of ``destinations``: a Mirrored for a variable or distributed value with several

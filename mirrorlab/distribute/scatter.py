@@ -17,7 +17,8 @@ from .values import DistributedValues
 if TYPE_CHECKING:
     from .strategy import Strategy
 
-__all__ = ["ScatterMethods", "SCATTER_KINDS", "UNAGGREGATABLE", "is_scatter", "scatter_rows", "reduce_slices"]
+__all__ = ["ScatterMethods", "SCATTER_KINDS", "UNAGGREGATABLE", "check_scatter_kernel", "is_scatter", "scatter_rows",
+           "reduce_slices"]
 
 _UFUNCS = {"scatter_add": np.add, "scatter_sub": np.subtract, "scatter_mul": np.multiply,
            "scatter_div": np.divide, "scatter_max": np.maximum, "scatter_min": np.minimum}
@@ -59,18 +60,24 @@ class ScatterMethods:
     scatter_add = _scatter_method("scatter_add", "Add the values to the indexed rows (repeated indices add up).")
     scatter_sub = _scatter_method("scatter_sub", "Subtract the values from the indexed rows.")
     scatter_mul = _scatter_method("scatter_mul", "Multiply the indexed rows by the values.")
-    scatter_div = _scatter_method("scatter_div", "Divide the indexed rows by the values (integers: floor division).")
+    scatter_div = _scatter_method("scatter_div", "Divide the indexed rows by the values (integers round toward zero).")
     scatter_max = _scatter_method("scatter_max", "The element-wise maximum of the indexed rows and the values.")
     scatter_min = _scatter_method("scatter_min", "The element-wise minimum of the indexed rows and the values.")
+
+
+def check_scatter_kernel(kind: str, dtype: np.dtype) -> None:
+    """TF's error where the scatter kernel has no version for ``dtype`` (the arithmetic ones need numbers)."""
+    if kind != "scatter_update" and dtype.kind not in "iufc":
+        op = f"ResourceScatter{kind[8:].capitalize()}"
+        raise errors.InvalidArgumentError(
+            f"Value for attr 'dtype' of {tf_dtype(dtype)} is not in the list of allowed values: {_NUMBER_TYPES}\n\t; "
+            f"NodeDef: {{{{node {op}}}}}\nFix: {kind} needs a numeric variable; scatter_update works for every dtype.")
 
 
 def scatter_rows(current: Any, kind: str, delta: IndexedSlices, dtype: np.dtype) -> Any:
     """``current`` with ``delta`` applied by ``kind`` (computed on the host, returned on ``current``'s device)."""
     op = f"ResourceScatter{kind[8:].capitalize()}"
-    if kind != "scatter_update" and dtype.kind not in "iufc":
-        raise errors.InvalidArgumentError(
-            f"Value for attr 'dtype' of {tf_dtype(dtype)} is not in the list of allowed values: {_NUMBER_TYPES}\n\t; "
-            f"NodeDef: {{{{node {op}}}}}\nFix: {kind} needs a numeric variable; scatter_update works for every dtype.")
+    check_scatter_kernel(kind, dtype)
     result = np.array(to_host(current))
     indices = np.asarray(to_host(delta.indices)).reshape(-1)
     values = np.asarray(to_host(delta.values))
@@ -80,10 +87,26 @@ def scatter_rows(current: Any, kind: str, delta: IndexedSlices, dtype: np.dtype)
             raise errors.InvalidArgumentError(f"indices[{i}] = {index} is not in [0, {rows}) [Op:{op}]")
     if kind == "scatter_update":
         result[indices] = values
+    elif kind == "scatter_div" and dtype.kind in "iub":
+        for index, value in zip(indices, values.astype(dtype, copy=False)):
+            result[index] = _truncating_divide(result[index], value)
     else:
-        ufunc = np.floor_divide if kind == "scatter_div" and dtype.kind in "iub" else _UFUNCS[kind]
-        ufunc.at(result, indices, values.astype(dtype, copy=False))
+        _UFUNCS[kind].at(result, indices, values.astype(dtype, copy=False))
     return like(result, current)
+
+
+def _truncating_divide(numer: np.ndarray, denom: np.ndarray) -> np.ndarray:
+    """Integer division rounding toward zero, as TF's ResourceScatterDiv kernel (C++ ``/``) does: ``-1 / 2 == 0``."""
+    quotient = np.abs(numer) // np.abs(denom)
+    return np.where((numer < 0) != (denom < 0), -quotient, quotient).astype(numer.dtype)
+
+
+def _check_collective_gather(values: Any) -> None:
+    """TF's error where the collective that gathers several workers' rows has no kernel for their dtype."""
+    if np.dtype(values.dtype).name not in ("float32", "float16", "float64", "int32", "int64"):
+        raise errors.InvalidArgumentError(
+            f"Value for attr 'T' of {tf_dtype(values)} is not in the list of allowed values: float, half, double, "
+            "int32, int64\n\t; NodeDef: {{node CollectiveGatherV2}}\nFix: cast the rows to a number type first.")
 
 
 def reduce_slices(strategy: "Strategy", op: ReduceOp, slices: Sequence[IndexedSlices], site: str) -> IndexedSlices:
@@ -92,6 +115,8 @@ def reduce_slices(strategy: "Strategy", op: ReduceOp, slices: Sequence[IndexedSl
     n = strategy.num_replicas_in_sync
     if n == 1:
         return slices[0]
+    if strategy.extended._num_workers > 1:
+        _check_collective_gather(slices[0].values)
     values, indices = strategy.extended._gather_leaves(
         [[s.values for s in slices], [s.indices for s in slices]], 0, site, None)
     if op == ReduceOp.MEAN:

@@ -328,16 +328,19 @@ class Strategy:
         site = user_call_site()
         if axis is None and self._is_plain_nest(value):
             with context.enter(self, None):
-                return self._reduce_leaves(op, [value], site)[0]
+                return self._reduce_leaves(op, [value], site, copies=True)[0]
         leaves = nest.flatten(value)
         with context.enter(self, None):
             if axis is None:
-                out = self._reduce_leaves(op, leaves, site)
+                out = self._reduce_leaves(op, leaves, site, copies=True)
             else:
                 out = self._reduce_along_axis(op, leaves, axis, site)
         return nest.pack_sequence_as(value, out)
 
-    def _reduce_leaves(self, op: ReduceOp, leaves: list[Any], site: str) -> list[Any]:
+    def _reduce_leaves(self, op: ReduceOp, leaves: list[Any], site: str, copies: bool = False) -> list[Any]:
+        """Each leaf reduced over all replicas. With ``copies`` (``reduce``'s results) a distributed variable that
+        needs no reduction comes back as TF hands it: its first copy, a variable read when used (MEAN of a mirrored
+        variable; MEAN of any on an MWMS of one worker with one device); otherwise values are arrays."""
         ext = self._extended
         single = ext._num_workers == 1
         out: list[Any] = [None] * len(leaves)
@@ -349,12 +352,13 @@ class Strategy:
                 if op == ReduceOp.SUM:
                     raise AssertionError("reduce(SUM) of a Mirrored value (or MirroredVariable) would add up "
                                          "identical copies; reduce the PerReplica values instead, or use MEAN.")
-                out[i] = ext._components(leaf)[0]
+                out[i] = leaf.values[0] if copies and isinstance(leaf, MirroredVariable) else ext._components(leaf)[0]
             elif _is_distributed(leaf) and len(ext._devices) > 1:
                 per_replica.append(i)
             else:
                 # One replica's value as given (TF's MEAN hands a Python number back unconverted).
-                plain = leaf.values[0] if isinstance(leaf, DistributedValues) else (
+                lone_copy = copies and not ext._is_mirrored and isinstance(leaf, DistributedVariable)
+                plain = leaf.values[0] if isinstance(leaf, DistributedValues) or lone_copy else (
                     ext._components(leaf)[0] if _is_distributed(leaf) else leaf)
                 if single:
                     out[i] = self._reduce_non_distributed(op, plain)
@@ -378,15 +382,21 @@ class Strategy:
         return reduce_slices(self, op, parts, site)
 
     def _reduce_non_distributed(self, op: ReduceOp, value: Any) -> Any:
-        """TF's rule for a plain value on one worker: MEAN returns it as is; SUM too with one replica
-        (as a tensor) or when it is all zeros; otherwise SUM is ambiguous and raises."""
+        """TF's rule for a plain value on one worker: an all-zero array gives zeros (a Python zero fails reading its
+        shape); MEAN returns the value as is; SUM too with one replica (as a tensor); otherwise SUM is ambiguous and
+        raises."""
+        if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic) and value == 0:
+            raise AttributeError(f"'{type(value).__name__}' object has no attribute 'shape'\nFix: pass a tensor "
+                                 "(e.g. tf.constant(0.0)) to reduce a plain zero.")
+        if isinstance(value, (np.ndarray, np.generic)) or is_cupy(value):
+            array = _to_tensor(value)
+            if not bool(_on_device(array, lambda a: a.any())):
+                return _on_device(array, lambda a: array_module(a).zeros(a.shape, a.dtype))
         if op == ReduceOp.MEAN:
             return value
         array = _to_tensor(value)
         if self.num_replicas_in_sync == 1:
             return array
-        if (isinstance(value, np.ndarray) or is_cupy(value)) and not bool(_on_device(array, lambda a: a.any())):
-            return _on_device(array, lambda a: array_module(a).zeros(a.shape, a.dtype))
         raise ValueError(f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}.")
 
     def _reduce_along_axis(self, op: ReduceOp, leaves: list[Any], axis: Any, site: str) -> list[Any]:
@@ -490,7 +500,12 @@ def _to_tensor(value: Any) -> Any:
 
 
 def _normalize_axis(axis: Any, value: Any) -> tuple[int, ...]:
-    """``axis`` (an int, or a tuple/list of ints) as non-negative dims of ``value``; TF's errors otherwise."""
+    """``axis`` (an int, or a tuple/list of ints) as non-negative dims of ``value``; TF's errors otherwise, in its
+    order: the value's dtype, the axis' type, then its range."""
+    if np.dtype(value.dtype).kind not in "iufc":
+        raise TypeError(f"Value passed to parameter 'input' has DataType {np.dtype(value.dtype).name} not in list "
+                        "of allowed values: float32, float64, int32, uint8, int16, int8, complex64, int64, "
+                        "bfloat16, uint16, complex128, float16, uint32, uint64")
     items = axis if isinstance(axis, (tuple, list)) else (axis,)
     axes = []
     for a in items:
@@ -504,10 +519,6 @@ def _normalize_axis(axis: Any, value: Any) -> tuple[int, ...]:
             raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions. "
                              f"(axis={axis!r} for a value of shape {list(value.shape)}; reduce a scalar with "
                              "axis=None)")
-    if np.dtype(value.dtype).kind not in "iufc":
-        raise TypeError(f"Value passed to parameter 'input' has DataType {np.dtype(value.dtype).name} not in list "
-                        "of allowed values: float32, float64, int32, uint8, int16, int8, complex64, int64, "
-                        "bfloat16, uint16, complex128, float16, uint32, uint64")
     return tuple(a % rank for a in axes)
 
 

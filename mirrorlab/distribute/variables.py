@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import errors
+from .. import errors, nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
@@ -23,9 +23,10 @@ from ..dtypes import as_dtype
 from ..tensor import (STRING, as_tensor, canonical, device_of, dtype_name, frozen, is_cupy, is_string, like,
                       to_host)
 from . import context
+from .bool_operators import bool_operand, refuse_bool_unary
 from .regroup import regroup
 from .replica_pool import SyncRequest
-from .scatter import UNAGGREGATABLE, ScatterMethods, is_scatter, scatter_rows
+from .scatter import UNAGGREGATABLE, ScatterMethods, check_scatter_kernel, is_scatter, scatter_rows
 from .scatter_nd import PER_COPY_ND_KINDS, SCATTER_ND_KINDS, ScatterNdMethods, scatter_nd
 from .values import DistributedValues, Mirrored
 
@@ -94,7 +95,7 @@ def _convert(value: Any, dtype: np.dtype | None) -> Any:
             # TF's text for a tensor of another dtype (it casts NumPy values; mirrorlab's tensors are NumPy arrays,
             # so it casts within a kind and refuses what would lose the kind, e.g. floats into an integer variable).
             raise ValueError(f"Tensor conversion requested dtype {dtype_name(dtype)} for Tensor with dtype "
-                             f"{dtype_name(value)}: {value!r}\nFix: cast it first, e.g. "
+                             f"{dtype_name(value)}: {_numpy_text(value)}\nFix: cast it first, e.g. "
                              f"value.astype('{dtype_name(dtype)}').")
         return value.astype(dtype, copy=False)
     arr = np.asarray(value)
@@ -175,6 +176,13 @@ class _ArrayLike(ABC):
             raise errors.InvalidArgumentError(f"{_slice_error(np.shape(array), item, error)} [Op:StridedSlice] name: "
                                               "strided_slice/") from None
 
+    def __iter__(self) -> Any:
+        """The elements along the first dimension, each a tensor (TF's TypeError for a scalar)."""
+        array = self._read()
+        if not np.ndim(array):
+            raise TypeError("Cannot iterate over a scalar tensor.")
+        return (_tensor(array[k]) for k in range(len(array)))
+
     def __float__(self) -> float:
         return float(self._read())
 
@@ -185,13 +193,19 @@ class _ArrayLike(ABC):
         return bool(self._read())
 
     def __neg__(self) -> Any:
-        return _tensor(-self._read())
+        value = self._read()
+        if self.dtype == np.bool_:
+            refuse_bool_unary("neg")
+        return _tensor(-value)
 
     def __pos__(self) -> Any:
         return _tensor(+self._read())
 
     def __abs__(self) -> Any:
-        return _tensor(abs(self._read()))
+        value = self._read()
+        if self.dtype == np.bool_:
+            refuse_bool_unary("abs")
+        return _tensor(abs(value))
 
 
 def _slice_error(shape: tuple[int, ...], item: Any, error: IndexError) -> str:
@@ -215,10 +229,13 @@ def _new_tensor(array: Any) -> Any:
 
 def _operand(var: "_ArrayLike", other: Any, name: str, reflected: bool) -> Any:
     """``other`` as TF converts the second operand of a variable's operator: to the variable's dtype
-    (NumPy values and Python numbers are cast; a Python float never converts to an integer dtype)."""
+    (NumPy values and Python numbers are cast; a Python float never converts to an integer dtype; a bool variable
+    has its own rules, see bool_operators)."""
+    dtype = np.dtype(var.dtype)
+    if dtype.kind == "b":
+        other = bool_operand(name, other, reflected)
     if isinstance(other, _ArrayLike):
         return other._read()
-    dtype = np.dtype(var.dtype)
     if dtype == STRING:
         if name != "add" or reflected:
             return _as_string(other)  # TF converts the operand to the variable's dtype
@@ -253,10 +270,9 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
 def _install_binary_ops() -> None:
     for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor"):
         op = getattr(operator, f"{name}_" if name in ("and", "or") else name)
-        setattr(_ArrayLike, f"__{name}__",
-                lambda self, other, op=op, name=name: _tensor(op(self._read(), _operand(self, other, name, False))))
-        setattr(_ArrayLike, f"__r{name}__",
-                lambda self, other, op=op, name=name: _tensor(op(_operand(self, other, name, True), self._read())))
+        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op, name=name: _binary(
+            op, name, self._read(), _operand(self, other, name, False)))
+        setattr(_ArrayLike, f"__r{name}__", lambda self, other, op=op, name=name: _reflected(self, other, op, name))
     for name in ("lt", "le", "gt", "ge"):
         op = getattr(operator, name)
         setattr(_ArrayLike, f"__{name}__",
@@ -264,6 +280,22 @@ def _install_binary_ops() -> None:
     for name in ("eq", "ne"):
         setattr(_ArrayLike, f"__{name}__", lambda self, other, name=name: _equality(self, other, name))
     _ArrayLike.__hash__ = _unhashable  # type: ignore[method-assign]
+
+
+def _binary(op: Any, name: str, left: Any, right: Any) -> Any:
+    """``op(left, right)`` as a tensor, with TF's error for integers to negative integer powers."""
+    try:
+        return _tensor(op(left, right))
+    except ValueError as error:
+        if name != "pow":
+            raise
+        raise errors.InvalidArgumentError(f"{error} [Op:Pow]") from None
+
+
+def _reflected(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
+    """``other <op> var``: as every operator of TF's variables, it reads the variable before converting ``other``."""
+    value = var._read()
+    return _binary(op, name, _operand(var, other, name, True), value)
 
 
 def _tensor(result: Any) -> Any:
@@ -449,10 +481,15 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         return _var_repr(self._name, self._shape, self._dtype, self._read())
 
 
-def _var_repr(name: str, shape: tuple, dtype: np.dtype, value: Any) -> str:
+def _numpy_text(value: Any) -> str:
+    """A value as TF writes a tensor's NumPy value in reprs and messages: ``0.0`` for a scalar, else
+    ``array([...], dtype=...)``."""
     array = np.asarray(to_host(value))
-    text = str(array[()]) if array.ndim == 0 else repr(array)  # as TF: numpy=0.0, numpy=array([...])
-    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype_name(dtype)}, numpy={text}>"
+    return str(array[()]) if array.ndim == 0 else repr(array)
+
+
+def _var_repr(name: str, shape: tuple, dtype: np.dtype, value: Any) -> str:
+    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype_name(dtype)}, numpy={_numpy_text(value)}>"
 
 
 class VariableRef:
@@ -660,23 +697,33 @@ class MirroredVariable(DistributedVariable):
             return
         strategy = self._strategy
         agg = self._aggregation
-        if kind in UNAGGREGATABLE and agg != VariableAggregation.ONLY_FIRST_REPLICA:
-            raise NotImplementedError(
-                f"{kind} is only supported for mirrored variable (variable created within certain "
-                f"`tf.distribute.Strategy` scope) with NONE or `ONLY_FIRST_REPLICA` aggregation, got: {agg}.")
+        if is_scatter(kind) and strategy.extended._num_workers == 1:
+            check_scatter_kernel(kind, self._dtype)  # one worker's rows combine whatever their dtype, then fail here
 
         def handler(requests: list[SyncRequest]) -> list[Any]:
             # As TF's merge_call: identical objects regroup to one plain value, then reduce_to applies.
             grouped = regroup([r.payload for r in requests])
-            if agg == VariableAggregation.ONLY_FIRST_REPLICA:
-                reduced = strategy.experimental_local_results(grouped)[0]
-            else:  # IndexedSlices too: reduce_to combines replicas' slices (see Strategy._reduce_leaves)
+            if agg == VariableAggregation.ONLY_FIRST_REPLICA:  # TF broadcasts the first replica's value
+                reduced = strategy.extended._broadcast_value(strategy.experimental_local_results(grouped)[0])
+            else:  # as reduce: a Python list leaf by leaf but under MWMS; IndexedSlices combine (see _reduce_leaves)
                 op = ReduceOp.from_variable_aggregation(agg)
-                reduced = strategy._reduce_leaves(op, [grouped], requests[0].site)[0]
+                whole = strategy._is_plain_nest(grouped)
+                leaves = [grouped] if whole else nest.flatten(grouped)
+                reduced = strategy._reduce_leaves(op, leaves, requests[0].site)
+                reduced = reduced[0] if whole else nest.pack_sequence_as(grouped, reduced)
             self._set_all(kind, reduced)
             return [None] * len(requests)
 
         strategy.extended._pool.sync(local_id, SyncRequest(f"{kind}({self._name})", value, user_call_site(), handler))
+
+    def _update(self, kind: str, value: Any, read_value: bool) -> Any:
+        """TF refuses the scatters that cannot combine replicas' rows for SUM/MEAN variables in both contexts."""
+        if kind in UNAGGREGATABLE and self._aggregation in (VariableAggregation.SUM, VariableAggregation.MEAN):
+            raise NotImplementedError(
+                f"{kind} is only supported for mirrored variable (variable created within certain "
+                f"`tf.distribute.Strategy` scope) with NONE or `ONLY_FIRST_REPLICA` aggregation, got: "
+                f"{self._aggregation}.")
+        return super()._update(kind, value, read_value)
 
     def _replica_result(self, local_id: int) -> Any:
         """With several local copies an aggregated update returns the new value as a tensor (TF groups the
@@ -704,29 +751,55 @@ class SyncOnReadVariable(DistributedVariable):
         return self._strategy._reduce_leaves(op, [self], user_call_site())[0]
 
     def _update_cross_replica(self, kind: str, value: Any) -> None:
+        """Every copy takes the value (SUM: the value over the replica count, so a read sums back to it). TF reads
+        the value's dtype first (an AttributeError for distributed values) and SUM divides it with ``/`` (a
+        TypeError for distributed values and Python lists)."""
         if self._aggregation == VariableAggregation.SUM:
             if kind != "assign":
                 raise ValueError(f"SyncOnReadVariable does not support `{kind}` in cross-replica context when "
                                  "aggregation is set to `tf.VariableAggregation.SUM`.")
+            if isinstance(value, (list, tuple, DistributedValues)):
+                raise TypeError(f"unsupported operand type(s) for /: '{type(value).__name__}' and 'int'\nFix: "
+                                "assign a tensor (e.g. tf.constant(value)), the same one for every copy.")
             n = self._strategy.num_replicas_in_sync
-            value = _convert(value, self._dtype)
-            if self._dtype == STRING:  # TF divides the value by the replica count
-                raise TypeError("`x` and `y` must have the same dtype, got tf.string != tf.int32.\nFix: a string "
-                                "ON_READ variable cannot be SUM-aggregated; use ONLY_FIRST_REPLICA.")
-            value = mean_of_sum(value, n).astype(self._dtype, copy=False)
+            # TF divides the value by the replica count (Python numbers in Python, tensors of any number dtype as
+            # tensors) and casts the quotient to the variable's dtype.
+            if self._dtype != STRING and isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+                value = np.asarray(value / n).astype(self._dtype)
+            else:
+                value = _convert(value, STRING if self._dtype == STRING else None)
+                if is_string(value.dtype) or value.dtype.kind == "b":
+                    raise TypeError(f"`x` and `y` must have the same dtype, got tf.{dtype_name(value)} != tf.int32."
+                                    f"\nFix: a {dtype_name(self._dtype)} ON_READ variable cannot be SUM-aggregated; "
+                                    "use ONLY_FIRST_REPLICA.")
+                value = mean_of_sum(value, n).astype(self._dtype, copy=False)
+        elif isinstance(value, DistributedValues):
+            raise AttributeError(f"'{type(value).__name__}' object has no attribute 'dtype'\nFix: an ON_READ "
+                                 "variable's copies take per-replica values inside strategy.run.")
         super()._update_cross_replica(kind, value)
 
     def _cross_replica_result(self) -> Any:
         return self._read()
 
-    def _cross_replica_copy(self, kind: str) -> int:
-        """TF delegates to what a cross-replica read gives: the first copy for ONLY_FIRST_REPLICA, and for MEAN
-        under an MWMS of one worker with one device (its reduce hands a lone copy back); otherwise the aggregated
-        value (NONE's ValueError, or a collective and then an AttributeError: a tensor has no ``kind``)."""
+    def _mean_of_lone_copy(self) -> bool:
+        """True where TF's cross-replica reduce hands this variable's copy back instead of a value: MEAN under an
+        MWMS of one worker with one device."""
         ext = self._strategy.extended
-        lone_copy = not ext._is_mirrored and ext._num_workers == 1 and len(self._components) == 1
-        if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA or (
-                lone_copy and self._aggregation == VariableAggregation.MEAN):
+        return (self._aggregation == VariableAggregation.MEAN and not ext._is_mirrored and ext._num_workers == 1
+                and len(self._components) == 1)
+
+    def value(self) -> Any:
+        """The aggregated value; where TF's reduce hands the lone copy back (``_mean_of_lone_copy``) that copy, a
+        variable read when used."""
+        if self._context_copy() is None and self._mean_of_lone_copy():
+            return ComponentVariable(self, 0)
+        return super().value()
+
+    def _cross_replica_copy(self, kind: str) -> int:
+        """TF delegates to what a cross-replica read gives: the first copy for ONLY_FIRST_REPLICA, and the lone copy
+        ``_mean_of_lone_copy`` names; otherwise the aggregated value (NONE's ValueError, or a collective and then
+        an AttributeError: a tensor has no ``kind``)."""
+        if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA or self._mean_of_lone_copy():
             return 0
         value = self._cross_replica_value()
         raise AttributeError(f"'{type(value).__module__}.{type(value).__name__}' object has no attribute '{kind}'\n"

@@ -2172,3 +2172,182 @@ def distribute_trailing_rebatch(api: Any, s: Any) -> Result:
             "unknown": _distributed_steps(api, s, D.range(7).batch(3).rebatch(2)),
             "fitting": _distributed_steps(api, s, D.range(10).batch(5).rebatch(5, drop_remainder=True)),
             "off": _distributed_steps(api, s, D.range(8).batch(4, drop_remainder=True).rebatch(2).with_options(off))}
+
+
+# -- found by the variable fuzz (fuzz_variables.py) ------------------------------------------------------------
+
+
+@case(compare_messages=False)  # TF's ValueError embeds the tensor's repr, <tf.Tensor: ...>
+def variable_update_dtypes(api: Any, s: Any) -> Result:
+    """A tensor of a dtype that would lose its kind (floats into an integer variable, numbers into bool) is refused
+    with TF's ValueError, plain or distributed, in both contexts; bool variables have no assign_add/assign_sub
+    kernels. An ON_READ SUM assign divides any number value by the replica count and casts the quotient (Python
+    numbers divide in Python, so True / 2 is truthy)."""
+    floats = api.constant([1.5, 2.5])
+    out: Result = {"plain": attempt(lambda: api.Variable([1, 2]).assign(floats)),
+                   "plain_bool": attempt(lambda: api.Variable([True, False]).assign(api.constant([1, 0])))}
+    for sync in ("ON_WRITE", "ON_READ"):
+        v = make_variable(api, s, sync, "ONLY_FIRST_REPLICA", [1, 2])
+        out[f"{sync}|cross"] = attempt(lambda v=v: v.assign_add(floats))
+        out[f"{sync}|replica"] = attempt(lambda v=v: s.run(lambda: v.assign_sub(floats, read_value=False)))
+        flags = make_variable(api, s, sync, "NONE", [True, False])
+        out[f"{sync}|bool_assign_add"] = attempt(lambda f=flags: f.assign_add([True, True]))
+        out[f"{sync}|bool_assign_sub_in_run"] = attempt(lambda f=flags: s.run(lambda: f.assign_sub([True, True])))
+    summed = on_read(api, s, "SUM", [1, 2])
+    out["on_read_sum_floats"] = attempt(lambda: summed.assign(api.constant([3.0, 5.0])))
+    out["on_read_sum_int64"] = attempt(lambda: summed.assign(api.constant([7, 9], "int64")))
+    out["on_read_sum_copies"] = components(s, summed)
+    flag = on_read(api, s, "SUM", False)
+    out["on_read_sum_python_bool"] = attempt(lambda: flag.assign(True))
+    out["on_read_sum_bool_tensor"] = attempt(lambda: flag.assign(api.constant(True)))
+    out["on_read_sum_bool_copies"] = components(s, flag)
+    return out
+
+
+@case(compare_messages=False)  # TF's ValueError embeds the tensor's repr, <tf.Tensor: ...>
+def variable_assign_other_float_dtype(api: Any, s: Any) -> Result:
+    """A float64 tensor assigned to a float32 variable (or int32 into float32): TF refuses any tensor of another
+    dtype and casts NumPy values; mirrorlab's tensors are NumPy arrays (a deliberate difference)."""
+    v = on_write(api, s, "NONE", [1.0, 2.0])
+    return {"float64": attempt(lambda: v.assign(api.constant([3.0, 4.0], "float64"))),
+            "int32": attempt(lambda: v.assign(api.constant([3, 4]))), "copies": components(s, v)}
+
+
+@case()
+def variable_indexing(api: Any, s: Any) -> Result:
+    """Indexing a variable: its elements are 0-d tensors (a float64 one too), a scalar cannot be indexed nor
+    iterated, an index out of range raises TF's InvalidArgumentError; operators on a 0-d variable give 0-d
+    tensors; an integer to a negative integer power raises InvalidArgumentError."""
+    vector = on_write(api, s, "NONE", np.array([1.5, -2.0], np.float64))
+    scalar = on_write(api, s, "NONE", np.float64(2.0))
+    ints = on_write(api, s, "NONE", [2, 3])
+    return {"element": attempt(lambda: vector[1]), "elements": attempt(lambda: list(vector)),
+            "scalar_index": attempt(lambda: scalar[0]), "scalar_iter": attempt(lambda: list(scalar)),
+            "out_of_range": attempt(lambda: vector[2]), "negative_out_of_range": attempt(lambda: vector[-3]),
+            "scalar_times_two": attempt(lambda: scalar * 2), "two_minus_scalar": attempt(lambda: 2 - scalar),
+            "negated": attempt(lambda: -scalar), "compared": attempt(lambda: scalar < 3.0),
+            "negative_power": attempt(lambda: ints ** api.constant([-1, 2]))}
+
+
+@case()
+def bool_variable_operators(api: Any, s: Any) -> Result:
+    """Operators on a bool variable as TF's kernels allow them: * and ==/&/|/^ work, + - // % ** < and @ have no
+    bool kernel, / refuses bool, Python numbers do not convert to bool (but v * 2 takes 2's truth); unary - and
+    abs fail; every operator reads the variable first (an ON_READ NONE variable's read fails before)."""
+    v = on_write(api, s, "NONE", [True, False])
+    other = api.constant([True, True])
+    binary = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+              "truediv": lambda a, b: a / b, "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
+              "pow": lambda a, b: a ** b, "lt": lambda a, b: a < b, "ge": lambda a, b: a >= b,
+              "eq": lambda a, b: a == b, "and": lambda a, b: a & b, "xor": lambda a, b: a ^ b,
+              "matmul": lambda a, b: a @ b}
+    out: Result = {}
+    for name, fn in binary.items():
+        for kind, operand in (("tensor", other), ("int", 2), ("float", 1.5), ("list", [True, True])):
+            out[f"{name}|{kind}"] = attempt(lambda fn=fn, operand=operand: fn(v, operand))
+        out[f"{name}|reflected_int"] = attempt(lambda fn=fn: fn(2, v))
+        out[f"{name}|reflected_list"] = attempt(lambda fn=fn: fn([True, True], v))
+    out["neg"] = attempt(lambda: -v)
+    out["abs"] = attempt(lambda: abs(v))
+    out["in_run"] = attempt(lambda: s.run(lambda: v ** other))
+    unreadable = on_read(api, s, "NONE", [True, False])
+    out["on_read_none_abs"] = attempt(lambda: abs(unreadable))
+    out["on_read_none_reflected"] = attempt(lambda: other + unreadable)
+    ints = on_read(api, s, "NONE", [1, 2])
+    out["on_read_none_reflected_float"] = attempt(lambda: 1.5 + ints)
+    return out
+
+
+@case()
+def on_read_cross_replica_distributed_values(api: Any, s: Any) -> Result:
+    """An ON_READ variable takes no distributed value in cross-replica context: TF reads its dtype
+    (AttributeError), SUM first divides it (TypeError, as for Python lists and tuples); a bool tensor cannot be
+    divided either."""
+    out: Result = {}
+    values = per_replica(s, lambda i: api.constant([1.0 + i, 2.0]))
+    for aggregation in ("NONE", "SUM", "MEAN", "ONLY_FIRST_REPLICA"):
+        v = on_read(api, s, aggregation, [0.0, 0.0])
+        out[f"{aggregation}|assign"] = attempt(lambda v=v: v.assign(values))
+        out[f"{aggregation}|assign_add"] = attempt(lambda v=v: v.assign_add(values))
+        out[f"{aggregation}|copies"] = components(s, v)
+    summed = on_read(api, s, "SUM", [0.0, 0.0])
+    out["sum_tuple"] = attempt(lambda: summed.assign((1.0, 2.0)))
+    out["sum_bool"] = attempt(lambda: on_read(api, s, "SUM", [True, False]).assign(api.constant([False, True])))
+    return out
+
+
+@case()
+def reduce_hands_back_copies(api: Any, s: Any) -> Result:
+    """strategy.reduce(MEAN) of a mirrored variable gives its first copy, a variable read when used (so it shows a
+    later assign); so does MEAN of an ON_READ variable under an MWMS of one worker with one device, and its value()
+    there. Other reductions and reads are tensors taken at once."""
+    mirrored = on_write(api, s, "SUM", [1.0, 2.0])
+    mean = s.reduce(api.ReduceOp.MEAN, mirrored, axis=None)
+    summed = on_read(api, s, "SUM", [1.0, 2.0])
+    averaged = on_read(api, s, "MEAN", [1.0, 2.0])
+    reads = {"on_read_sum_reduce_sum": s.reduce(api.ReduceOp.SUM, summed, axis=None),
+             "on_read_sum_reduce_mean": s.reduce(api.ReduceOp.MEAN, summed, axis=None),
+             "on_read_mean_reduce_mean": s.reduce(api.ReduceOp.MEAN, averaged, axis=None),
+             "on_read_mean_value": averaged.value(), "on_read_mean_read_value": averaged.read_value()}
+    out: Result = {"mirrored_mean_is_variable": isinstance(mean, api.Variable),
+                   **{f"{k}_is_variable": isinstance(r, api.Variable) for k, r in reads.items()}}
+    mirrored.assign([5.0, 6.0])
+    summed.assign(api.constant([8.0, 8.0]))
+    averaged.assign([3.0, 3.0])
+    return {**out, "mirrored_mean": mean, **reads}
+
+
+@case()
+def scatter_aggregation_rules(api: Any, s: Any) -> Result:
+    """scatter_update/max/min refuse SUM/MEAN mirrored variables in cross-replica context too; scatter_div of
+    integers rounds toward zero (TF's kernel); a bool variable's arithmetic scatter in a replica fails in the
+    kernel, after the replicas' rows are combined."""
+    out: Result = {}
+    for aggregation in ("SUM", "MEAN", "ONLY_FIRST_REPLICA"):
+        v = on_write(api, s, aggregation, [1.0, 2.0])
+        for method in ("scatter_update", "scatter_max", "scatter_min", "scatter_add"):
+            out[f"{aggregation}|{method}"] = attempt(lambda v=v, m=method: getattr(v, m)(slices(api, [5.0], [1])))
+        out[f"{aggregation}|copies"] = components(s, v)
+    ints = on_write(api, s, "NONE", [-7, 7, -8])
+    out["int_div"] = attempt(lambda: ints.scatter_div(api.IndexedSlices(api.constant([2, -2, 3]),
+                                                                          api.constant([0, 1, 2]))))
+    flags = on_write(api, s, "SUM", [True, False])
+    out["bool_scatter_mul_in_run"] = attempt(lambda: s.run(lambda: flags.scatter_mul(
+        api.IndexedSlices(api.constant([True]), api.constant([1])))))
+    return out
+
+
+@case()
+def python_values_in_reductions(api: Any, s: Any) -> Result:
+    """Python values reduced (strategy.reduce, reduce_to, an aggregated replica update): a Python zero fails reading
+    its shape (AttributeError) for either op; MirroredStrategy reduces a Python list leaf by leaf (the first
+    non-zero leaf is ambiguous for SUM), MWMS as one tensor; ONLY_FIRST_REPLICA broadcasts the first replica's
+    value, which MirroredStrategy cannot do for a Python list (nor broadcast_to)."""
+    out: Result = {}
+    for value in (0.0, 0, False, [0.0, 1.0], [1.0, 0.0]):
+        for op in ("SUM", "MEAN"):
+            out[f"reduce|{op}|{value!r}"] = attempt(lambda op=op, value=value: s.reduce(op, value, axis=None))
+    summed = on_write(api, s, "SUM", [1.0, 2.0])
+    out["reduce_to_zero"] = attempt(lambda: s.extended.reduce_to(api.ReduceOp.SUM, 0.0, summed))
+    for name, value in (("list", [1.0, 2.0]), ("zero_first", [0.0, 1.0]), ("zero", 0.0)):
+        for aggregation in ("SUM", "MEAN"):
+            v = on_write(api, s, aggregation, [1.0, 2.0])
+            out[f"{aggregation}|{name}"] = attempt(lambda v=v, value=value: s.run(lambda: v.assign_add(value)))
+            out[f"{aggregation}|{name}|copies"] = components(s, v)
+    first = on_write(api, s, "ONLY_FIRST_REPLICA", [1.0, 2.0])
+    listed = [3.0, 4.0]
+    out["only_first_list"] = attempt(lambda: s.run(lambda: first.assign(listed)))
+    out["only_first_copies"] = components(s, first)
+    out["broadcast_list"] = attempt(lambda: s.extended.broadcast_to([1.0, 2.0], first))
+    out["broadcast_tuple"] = attempt(lambda: s.extended.broadcast_to((1.0, 2.0), first))
+    return out
+
+
+@case(setups=("A", "B"))
+def reduce_axis_error_order(api: Any, s: Any) -> Result:
+    """reduce along an axis checks the value's dtype before the axis: a bool scalar's TypeError, not the rank's
+    ValueError."""
+    flags = per_replica(s, lambda i: api.constant(True))
+    return {"bool_scalar_axis0": attempt(lambda: s.reduce(api.ReduceOp.SUM, flags, axis=0)),
+            "float_scalar_axis0": attempt(lambda: s.reduce(api.ReduceOp.SUM, per_replica(
+                s, lambda i: api.constant(1.0)), axis=0))}

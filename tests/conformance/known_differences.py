@@ -30,12 +30,13 @@ DELIBERATE_DIFFERENCES: dict[str, tuple[tuple[str, ...], str]] = {
     "reduce_nests_axis0": (
         ALL, "reduce of a nest with an axis: mirrorlab reduces leaf by leaf; TF packs the nest into one tensor "
              "first (wrong sums, or AttributeError/ValueError/TypeError)"),
-    "on_read_sum_assign_python_list": (
-        ALL, "wrong-shape Python list assigned to an ON_READ SUM variable: mirrorlab raises TF's shape "
-             "ValueError; TF raises TypeError dividing the list by the replica count"),
     "replica_context_devices": (
         ("A", "B"), "ReplicaContext.devices: mirrorlab returns the replica's device as a tuple; TF returns a "
                     "list holding a list (and IndexError on workers other than 0)"),
+    "variable_assign_other_float_dtype": (
+        ALL, "a tensor of another number dtype of the same kind (float64 or int32 into a float32 variable): TF refuses "
+             "it (ValueError 'Tensor conversion requested dtype ...') but casts NumPy values; mirrorlab's tensors are "
+             "NumPy arrays, so it casts within a kind (and refuses floats into integers or numbers into bool, as TF)"),
     "gather_nests_mwms": (
         ("B", "C"), "strategy.gather of a tuple/dict of PerReplica in MWMS: mirrorlab gathers leaf by leaf; TF "
                     "raises ValueError 'Attempt to convert a value (PerReplica:{...}) ...'"),

@@ -64,7 +64,7 @@ def test_random_pipelines_match_live_tensorflow(tf_api: TfApi, seed: int) -> Non
     assert not problems, "pipelines differ from live TF:\n" + "\n".join(problems[:20])
 
 
-@pytest.mark.parametrize("area", ["dataset", "collective", "checkpoint"])
+@pytest.mark.parametrize("area", ["dataset", "collective", "checkpoint", "variable"])
 def test_fuzzed_cases_match_live_tensorflow(tf_api: TfApi, area: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A few cases of the differential fuzzer (fuzz_against_tf.py, which runs thousands by hand) agree with TF."""
     import random
