@@ -100,6 +100,41 @@ def test_too_few_files_raises_tf_error_on_worker0_and_tells_the_others(record_fi
     assert "Could not apply FILE based sharding" in str(other) and "worker 0" in str(other)
 
 
+def _fails_on_second_batch(x):
+    if int(np.asarray(x)[0]) >= 4:
+        raise errors.InvalidArgumentError("bad batch")
+    return x
+
+
+@pytest.mark.parametrize("make", [lambda: ml.MirroredStrategy(["/cpu:0", "/cpu:1"]),
+                                  lambda: ml.MultiWorkerMirroredStrategy()], ids=["mirrored", "mwms_one_worker"])
+def test_a_pipeline_error_on_one_worker_leaves_its_strategy_usable(make):
+    """TF 2.21: the iterator raises the pipeline's error; later collectives (an ON_READ read, reduce) work."""
+    strategy = make()
+    iterator = iter(strategy.experimental_distribute_dataset(md.Dataset.range(10).batch(4).map(_fails_on_second_batch)))
+    next(iterator)
+    with pytest.raises(errors.InvalidArgumentError, match="^bad batch$"):
+        next(iterator)
+    with strategy.scope():
+        v = ml.Variable(1.0, synchronization=ml.VariableSynchronization.ON_READ,
+                        aggregation=ml.VariableAggregation.SUM)
+    assert v.numpy() == strategy.num_replicas_in_sync
+    assert strategy.reduce("SUM", strategy.run(lambda: ml.constant(1.0)), axis=None) == strategy.num_replicas_in_sync
+
+
+def test_a_pipeline_error_on_one_of_several_workers_tells_the_others():
+    """On a cluster the failing worker's peers wait in the step's collective: they get its error, naming it."""
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        chief = strategy.cluster_resolver.task_id == 0
+        ds = policy(md.Dataset.range(16).batch(4).map(lambda x: _fails_on_second_batch(x) if chief else x), "OFF")
+        return [b for b in strategy.experimental_distribute_dataset(ds)]
+
+    result = SimCluster(workers=2).run(program)
+    assert isinstance(result[0], errors.InvalidArgumentError) and str(result[0]) == "bad batch"
+    assert isinstance(result[1], errors.InvalidArgumentError) and "input pipeline of worker 0" in str(result[1])
+
+
 def test_explicit_file_policy_on_a_range_fails_when_distributing():
     result = steps_of(lambda: policy(md.Dataset.range(8).batch(4), "FILE"), workers=2)
     assert all(isinstance(r, errors.NotFoundError) for r in result)

@@ -237,21 +237,28 @@ class DistributedIterator:
         return regroup([ext._placement.put(v, k) for k, v in enumerate(filled)], always_wrap=_always_wrap(ext))
 
     def _pull(self, ext: Any, stream: Iterator[Any]) -> Any:
-        """The next element of ``stream`` (None at its end); a pipeline error aborts the group."""
+        """The next element of ``stream`` (None at its end). A pipeline error on a multi-worker cluster aborts the
+        group, telling the other workers (which wait in this step's collectives) why; one worker alone just raises
+        it, and its strategy stays usable, as TF's does."""
         try:
             element = next(stream, None)
         except errors.OpError as exc:
             if isinstance(exc, DeclaredShapeError):  # reported by the iterator: as an optional's when TF uses them
                 exc = exc.optional() if self._dataset._partial else errors.InvalidArgumentError(exc.message)
-            ext._group.comm.fail(type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
-                                            f"{ext._group.comm.names[ext._rank]})"))
+            self._tell_peers(ext, type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
+                                             f"{ext._group.comm.names[ext._rank]})"))
             raise exc from None
         except Exception as exc:
-            ext._group.comm.fail(errors.UnknownError(
+            self._tell_peers(ext, errors.UnknownError(
                 f"the input pipeline of worker {ext._rank} ({ext._group.comm.names[ext._rank]}) raised "
                 f"{type(exc).__name__}: {exc}"))
             raise
         return element
+
+    @staticmethod
+    def _tell_peers(ext: Any, error: errors.OpError) -> None:
+        if ext._num_workers > 1:
+            ext._group.comm.fail(error)
 
     def _element_spec(self) -> Any:
         """The spec of what a replica gets: its worker's stream (after TF's per-replica rebatch)."""
