@@ -6,13 +6,17 @@ Run by hand with the TF venv (not collected by pytest; TF is slow, keep a run to
     /work/tfvenv/bin/python tests/conformance/fuzz_against_tf.py dataset --cases 300 --seed 1
     /work/tfvenv/bin/python tests/conformance/fuzz_against_tf.py collective checkpoint --cases 200 --setups A
     /work/tfvenv/bin/python tests/conformance/fuzz_against_tf.py --replay '{"area": "dataset", ...}'
+    /work/tfvenv/bin/python tests/conformance/fuzz_against_tf.py dataset collective checkpoint --setups C  # root
 
 Areas: ``dataset`` (fuzz_datasets.py: distributed pipelines, per-step values and reductions), ``collective``
 (fuzz_collectives.py: reduce/gather/all_reduce/all_gather/compute_average_loss on uneven per-replica values),
 ``checkpoint`` (fuzz_checkpoints.py: save under one strategy, restore under another; the spec names its strategies,
 so it runs once rather than per setup) and ``variable`` (fuzz_variables.py: a distributed variable of a random kind,
 then random updates, scatters, reads, reductions and merge_call/extended.update paths). Setups: A =
-MirroredStrategy over 2 logical CPUs, B = MWMS without a cluster (1 replica), M1 = MirroredStrategy over 1 CPU.
+MirroredStrategy over 2 logical CPUs, B = MWMS without a cluster (1 replica), M1 = MirroredStrategy over 1 CPU;
+C (asked for by name) = MWMS on a real cluster of 2 TF worker processes against mirrorlab's SimCluster(workers=2),
+compared per worker, in batches of cluster launches (fuzz_cluster.py: dataset, collective and checkpoint, whose
+C specs save or restore under the cluster's MWMS; specs that break TF's cluster are reported as BROKE).
 Case i of a seed is ``random.Random(f"{seed}:{area}:{i}")``; a difference prints its minimized spec (replay it with
 ``--replay``) and the differences found. Cases that would crash TF or break its collectives for the rest of the
 process are not generated or not run (see dataset_known_differences.py); ``--verbose`` prints each spec first, to
@@ -32,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conformance import fuzz_checkpoints, fuzz_collectives, fuzz_datasets, fuzz_variables  # noqa: E402
+from conformance import fuzz_checkpoints, fuzz_cluster, fuzz_collectives, fuzz_datasets, fuzz_variables  # noqa: E402
 from conformance.adapters import Api, MirrorlabApi, TfApi  # noqa: E402
 from conformance.cases import Case  # noqa: E402
 from conformance.harness import differences  # noqa: E402
@@ -138,7 +142,7 @@ def main() -> None:
     parser.add_argument("areas", nargs="*", help=f"some of {', '.join(AREAS)} (default: all)")
     parser.add_argument("--cases", type=int, default=100, help="cases per area")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
+    parser.add_argument("--setups", nargs="+", choices=(*SETUPS, "C"), default=list(SETUPS))
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every area after this long in all")
     parser.add_argument("--replay", help="one spec (JSON) to run and compare instead of fuzzing")
     parser.add_argument("--verbose", action="store_true", help="print every spec to stderr before running it")
@@ -148,20 +152,26 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown areas {sorted(unknown)}: choose from {', '.join(AREAS)}")
     try:
-        run(Fuzzer(), args)
+        run(Fuzzer() if set(args.setups) - {"C"} else None, args)
     except TfBroken as broken:
         sys.exit(str(broken))
 
 
-def run(fuzzer: Fuzzer, args: argparse.Namespace) -> None:
-    """Replay one spec, or fuzz every requested area."""
+def run(fuzzer: Fuzzer | None, args: argparse.Namespace) -> None:
+    """Replay one spec, or fuzz every requested area (setup C in TF worker processes, see fuzz_cluster.py)."""
+    deadline = time.monotonic() + 60 * args.minutes
+    if "C" in args.setups:
+        fuzz_cluster.run(list(args.areas or AREAS), args.seed, args.cases, deadline, args.verbose,
+                         json.loads(args.replay) if args.replay else None)
+    args.setups = [setup for setup in args.setups if setup != "C"]
+    if fuzzer is None:
+        return
     if args.replay:
         spec = json.loads(args.replay)
         for setup in args.setups:
             diffs = fuzzer.compare(spec, setup)
             print(f"[{setup}] " + ("same" if not diffs else "\n    ".join(["differs:", *diffs])))
         return
-    deadline = time.monotonic() + 60 * args.minutes
     for area in args.areas or AREAS:
         start = time.monotonic()
         count, differing = fuzz(fuzzer, area, args.seed, args.cases, tuple(args.setups), deadline, args.verbose)

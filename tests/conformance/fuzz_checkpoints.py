@@ -1,7 +1,9 @@
 """Random checkpoint cases for fuzz_against_tf.py: variables (mirrored or ON_READ, each aggregation, several dtypes
 and shapes) updated per replica and saved under one strategy, then restored (at once or deferred, with the same or
 another kind of variable) under another; the result holds every variable's per-replica components and reads.
-Specs are JSON (see fuzz_datasets.py)."""
+Specs are JSON (see fuzz_datasets.py). In setup C (``generate_cluster``: the 2-worker MWMS ``"C"`` saves or restores)
+the workers share the case's directory: each saves to its own path (the chief the directory, worker i
+``workertemp_<i>`` in it, as TF's write_dirpath), and every worker restores from the chief's."""
 
 from __future__ import annotations
 
@@ -16,11 +18,13 @@ from typing import Any
 import numpy as np
 
 from .cases import attempt, components
+from .checkpoint_cases import barrier, own
 
-__all__ = ["build", "clean", "generate", "shrink"]
+__all__ = ["build", "clean", "generate", "generate_cluster", "shrink"]
 
 Spec = dict[str, Any]
 STRATEGIES = ("A", "B", "M1", "default")
+CLUSTER_STRATEGIES = ("C", "C", "M1", "default")   # what a worker of setup C can host besides its MWMS
 AGGREGATIONS = ("NONE", "SUM", "MEAN", "ONLY_FIRST_REPLICA")
 DTYPES = ("float32", "float32", "float64", "int32", "int64")
 UPDATES = (None, "assign", "assign_add", "cross_assign")
@@ -47,12 +51,20 @@ def _restored(rng: random.Random, saved: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
-def generate(rng: random.Random) -> Spec:
-    """A random checkpoint case."""
+def generate(rng: random.Random, strategies: tuple[str, ...] = STRATEGIES) -> Spec:
+    """A random checkpoint case, saved and restored under two of ``strategies``."""
     saved = [_variable(rng) for _ in range(rng.randint(1, 3))]
-    return {"area": "checkpoint", "save": rng.choice(STRATEGIES), "restore": rng.choice(STRATEGIES),
+    return {"area": "checkpoint", "save": rng.choice(strategies), "restore": rng.choice(strategies),
             "variables": saved, "targets": [_restored(rng, v) for v in saved],
             "mode": rng.choice(("restore", "restore", "read", "deferred", "manager"))}
+
+
+def generate_cluster(rng: random.Random) -> Spec:
+    """A random checkpoint case of setup C: the 2-worker MWMS saves, restores, or both."""
+    spec = generate(rng, CLUSTER_STRATEGIES)
+    if "C" not in (spec["save"], spec["restore"]):
+        spec[rng.choice(("save", "restore"))] = "C"
+    return spec
 
 
 def shrink(spec: Spec) -> Iterator[Spec]:
@@ -79,9 +91,11 @@ def clean(result: Any) -> Any:
     return TEMPORARY.sub("<dir>", result) if isinstance(result, str) else result
 
 
-def _strategy(api: Any, name: str) -> Any:
-    """The strategy of a spec's setup name (None: the default strategy, no scope)."""
-    return {"A": lambda: api.mirrored(2), "B": api.mwms, "M1": lambda: api.mirrored(1), "default": lambda: None}[name]()
+def _strategy(api: Any, name: str, cluster: Any) -> Any:
+    """The strategy of a spec's setup name (None: the default strategy, no scope; C: ``cluster``, the MWMS the
+    worker runs the case in)."""
+    return {"A": lambda: api.mirrored(2), "B": api.mwms, "M1": lambda: api.mirrored(1), "default": lambda: None,
+            "C": lambda: cluster}[name]()
 
 
 def _value(shape: list[int], dtype: str, scale: int, offset: int) -> np.ndarray:
@@ -125,9 +139,10 @@ def _reads(api: Any, s: Any, var: Any) -> dict[str, Any]:
     return result
 
 
-def _save(api: Any, spec: Spec, directory: Path) -> tuple[Any, dict[str, Any]]:
-    """Create, update and save the spec's variables; the path (or error) and what was seen before saving."""
-    s = _strategy(api, spec["save"])
+def _save(api: Any, spec: Spec, directory: Path, cluster: Any) -> tuple[Any, dict[str, Any]]:
+    """Create, update and save the spec's variables into ``directory``; the path (or error) and what was seen
+    before saving."""
+    s = _strategy(api, spec["save"], cluster)
     saved = {}
     before = {}
     for k, variable in enumerate(spec["variables"]):
@@ -139,9 +154,10 @@ def _save(api: Any, spec: Spec, directory: Path) -> tuple[Any, dict[str, Any]]:
     return attempt(lambda: checkpoint.save(str(directory / "ckpt"))), before
 
 
-def _restore(api: Any, spec: Spec, path: str, directory: Path) -> dict[str, Any]:
-    """Restore ``path`` into fresh variables of the spec's targets; their reads and the status checks."""
-    s = _strategy(api, spec["restore"])
+def _restore(api: Any, spec: Spec, path: str, directory: Path, cluster: Any) -> dict[str, Any]:
+    """Restore ``path`` (a manager: the latest in ``directory``) into fresh variables of the spec's targets; their
+    reads and the status checks."""
+    s = _strategy(api, spec["restore"], cluster)
     targets = spec["targets"]
     result: dict[str, Any] = {}
     variables = {f"v{k}": _create(api, s, t, _value(t["shape"], t["dtype"], 0, 0)) for k, t in enumerate(targets)}
@@ -164,15 +180,24 @@ def _restore(api: Any, spec: Spec, path: str, directory: Path) -> dict[str, Any]
     return result
 
 
-def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
-    """The case function of ``spec`` (the strategy the runner passes is not used: the spec names its own)."""
-    def fn(api: Any, _: Any) -> dict[str, Any]:
-        directory = Path(tempfile.mkdtemp(prefix=PREFIX))
+def build(spec: Spec, shared: Path | None = None) -> Callable[[Any, Any], dict[str, Any]]:
+    """The case function of ``spec``. The spec names its strategies; the one the runner passes is its ``"C"`` (the
+    cluster's MWMS). Without ``shared`` the case uses a temporary directory of its own; with it (setup C, a
+    directory named ``fuzzckpt-*`` that every worker gets) each worker saves to its own path there and restores,
+    after a barrier, from the chief's."""
+    def fn(api: Any, cluster: Any) -> dict[str, Any]:
+        directory = Path(tempfile.mkdtemp(prefix=PREFIX)) if shared is None else shared
+        mine = directory if shared is None else own(directory)
         try:
-            path, before = _save(api, spec, directory)
+            path, before = _save(api, spec, mine, cluster)
+            if cluster is not None:
+                barrier(api, cluster)  # the chief's files are complete
             if isinstance(path, BaseException):
                 return {"before": before, "save": path}
-            return {"before": before, "path": Path(str(path)).name, "restored": _restore(api, spec, path, directory)}
+            chiefs = directory / Path(str(path)).relative_to(mine)
+            return {"before": before, "path": Path(str(path)).name,
+                    "restored": _restore(api, spec, str(chiefs), directory, cluster)}
         finally:
-            shutil.rmtree(directory, ignore_errors=True)
+            if shared is None:
+                shutil.rmtree(directory, ignore_errors=True)
     return fn

@@ -12,7 +12,7 @@ import numpy as np
 
 from .cases import attempt, per_replica
 
-__all__ = ["build", "generate", "mismatched", "shrink"]
+__all__ = ["build", "generate", "mismatched", "reduce_mismatched", "replica_shapes", "shrink"]
 
 Spec = dict[str, Any]
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -31,9 +31,13 @@ def _shapes(rng: random.Random) -> list[list[int]]:
 def _op(rng: random.Random) -> list[Any]:
     """One random collective."""
     name = rng.choice(("reduce", "reduce", "gather", "all_reduce", "all_gather", "average_loss", "average_loss",
-                       "regularization_loss"))
+                       "regularization_loss", "slices", "nest", "batch_reduce"))
     if name == "regularization_loss":
         return ["regularization_loss"]
+    if name == "slices":
+        return ["slices", rng.choice(("all_reduce", "reduce")), rng.choice(("SUM", "MEAN"))]
+    if name in ("nest", "batch_reduce"):
+        return [name, rng.choice(("SUM", "MEAN"))]
     if name == "reduce":
         return ["reduce", rng.choice(("SUM", "MEAN")), rng.choice(AXES)]
     if name in ("gather", "all_gather"):
@@ -84,12 +88,30 @@ def _weights(kind: str | None, shape: list[int]) -> np.ndarray | None:
     return np.ones([rows + 1], np.float32)
 
 
-def mismatched(s: Any, values: Any, axis: int | None) -> bool:
+def replica_shapes(api: Any, s: Any, values: Any) -> list[list[int]]:
+    """Every replica's shape of the per-replica ``values``: the local ones, and on several workers everybody's,
+    through a gather of the shapes (a collective every worker enters; the ranks agree, so its inputs do too)."""
+    local = [list(np.shape(v)) for v in s.experimental_local_results(values)]
+    if not several_workers(s):
+        return local
+    if not local[0]:
+        return [[] for _ in range(s.num_replicas_in_sync)]
+    shapes = s.experimental_distribute_values_from_function(
+        lambda ctx: api.constant([local[int(ctx.replica_id_in_sync_group) % len(local)]], "int32"))
+    return np.asarray(s.gather(shapes, axis=0)).tolist()
+
+
+def several_workers(s: Any) -> bool:
+    """True when some replicas of ``s`` live on other workers (setup C)."""
+    return len(s.extended.worker_devices) < s.num_replicas_in_sync
+
+
+def mismatched(api: Any, s: Any, values: Any, axis: int | None) -> bool:
     """True when TF's collective kernels would fail or crash on ``values``: the replicas' shapes differ other than
     along ``axis`` (None: an all-reduce, at all), or every replica's tensor is empty (TF segfaults). A failed
     collective kernel aborts every later collective of the process ("Restart your program to reset"), so the
     fuzzer skips these."""
-    shapes = [list(np.shape(v)) for v in s.experimental_local_results(values)]
+    shapes = replica_shapes(api, s, values)
     if axis is None:
         return any(shape != shapes[0] for shape in shapes) or (len(shapes) > 1 and 0 in shapes[0])
     if not all(-len(shape) <= axis < len(shape) for shape in shapes):
@@ -100,23 +122,74 @@ def mismatched(s: Any, values: Any, axis: int | None) -> bool:
     return any(r != rest[0] for r in rest)
 
 
+def reduce_mismatched(api: Any, s: Any, values: Any, axis: Any) -> bool:
+    """True when ``strategy.reduce(op, values, axis)`` would all-reduce differently shaped tensors across workers:
+    TF's collective then blocks until a peer dies (one process reports the error, the cluster is lost). With all
+    replicas in one process TF raises an error and goes on, so this is only checked on several workers."""
+    if not several_workers(s):
+        return False
+    shapes = replica_shapes(api, s, values)
+    axes = () if axis is None else tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    if not all(-len(shape) <= a < len(shape) for shape in shapes for a in axes):
+        return False  # refused before any collective
+    kept = [[d for k, d in enumerate(shape) if k not in {a % len(shape) for a in axes}] for shape in shapes]
+    return any(k != kept[0] for k in kept)
+
+
+def _slices(api: Any, s: Any, spec: Spec) -> Any:
+    """Per-replica IndexedSlices of a 10-row dense shape: replica r's values (its array) at rows ``2 * k + r``."""
+    def make(replica: int) -> Any:
+        shape = spec["shapes"][replica]
+        indices = (np.arange(shape[0]) * 2 + replica) % 10
+        return api.IndexedSlices(api.constant(_value(shape, replica, spec["dtype"])), api.constant(indices, "int64"),
+                                 api.constant([10, *shape[1:]], "int64"))
+    return per_replica(s, lambda i: make(int(i)))
+
+
+def _slices_json(s: Any, value: Any) -> list[tuple[Any, Any, Any]]:
+    """Each local result's IndexedSlices as (values, indices, dense_shape): the normalizer knows no IndexedSlices."""
+    return [(v.values, v.indices, v.dense_shape) for v in s.experimental_local_results(value)]
+
+
+def _sparse(api: Any, s: Any, spec: Spec, how: str, op: str) -> Any:
+    """IndexedSlices combined over the replicas: ``all_reduce`` in replicas or ``strategy.reduce``."""
+    if not spec["shapes"][0] or all(shape[0] == 0 for shape in spec["shapes"]):
+        return "skipped: no rows"  # scalars cannot be slices; all-empty gathers crash TF
+    slices = _slices(api, s, spec)
+    reduce_op = getattr(api.ReduceOp, op)
+    if how == "reduce":
+        return _slices_json(s, s.reduce(reduce_op, slices, axis=None))
+    return _slices_json(s, s.run(lambda x: api.get_replica_context().all_reduce(reduce_op, x), args=(slices,)))
+
+
 def _run_op(api: Any, s: Any, spec: Spec, values: Any, op: list[Any]) -> Any:
     """One collective on the per-replica ``values``."""
     name, *arguments = op
     context = api.get_replica_context
+    if name == "slices":
+        return _sparse(api, s, spec, *arguments)
+    if name in ("nest", "batch_reduce"):
+        if mismatched(api, s, values, None):
+            return "skipped: shapes differ"
+        reduce_op = getattr(api.ReduceOp, arguments[0])
+        if name == "batch_reduce":
+            return s.extended.batch_reduce_to(reduce_op, [(values, values), (values, values)])
+        return s.run(lambda x: context().all_reduce(reduce_op, (x, {"twice": x * 2})), args=(values,))
     if name == "reduce":
         axis = tuple(arguments[1]) if isinstance(arguments[1], list) else arguments[1]
+        if reduce_mismatched(api, s, values, axis):
+            return "skipped: shapes differ"
         return s.reduce(getattr(api.ReduceOp, arguments[0]), values, axis=axis)
     if name == "gather":
-        if mismatched(s, values, arguments[0]):
+        if mismatched(api, s, values, arguments[0]):
             return "skipped: shapes differ"
         return s.gather(values, axis=arguments[0])
     if name == "all_reduce":
-        if mismatched(s, values, None):
+        if mismatched(api, s, values, None):
             return "skipped: shapes differ"
         return s.run(lambda x: context().all_reduce(getattr(api.ReduceOp, arguments[0]), x), args=(values,))
     if name == "all_gather":
-        if mismatched(s, values, arguments[0]):
+        if mismatched(api, s, values, arguments[0]):
             return "skipped: shapes differ"
         return s.run(lambda x: context().all_gather(x, axis=arguments[0]), args=(values,))
     if name == "regularization_loss":

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .cases import attempt
-from .dataset_cases import text_files, with_policy
-from .fuzz_collectives import mismatched
+from .dataset_cases import spec_json, text_files, with_policy
+from .fuzz_collectives import mismatched, reduce_mismatched
 
 __all__ = ["build", "generate", "shrink"]
 
@@ -90,6 +90,12 @@ def generate(rng: random.Random) -> Spec:
     if rng.random() < 0.3:
         spec["collective"] = rng.choice((["all_reduce", "SUM"], ["all_reduce", "MEAN"], ["all_gather", 0],
                                          ["gather", 0]))
+    if rng.random() < 0.3:
+        spec["loss"] = rng.choice((None, 2, 4, 8))   # compute_average_loss's global_batch_size
+    if rng.random() < 0.3:
+        spec["iterate"] = rng.choice(("next", "optional"))
+    if rng.random() < 0.2:
+        spec["describe"] = True
     return spec
 
 
@@ -99,7 +105,7 @@ def shrink(spec: Spec) -> Iterator[Spec]:
         yield {**spec, "ops": spec["ops"][:i] + spec["ops"][i + 1:]}
     for i in range(len(spec["reduce"])):
         yield {**spec, "reduce": spec["reduce"][:i] + spec["reduce"][i + 1:]}
-    for key in ("collective", "from_function"):
+    for key in ("collective", "from_function", "loss", "iterate", "describe"):
         if key in spec:
             yield {k: v for k, v in spec.items() if k != key}
     if spec["epochs"] > 1:
@@ -237,7 +243,7 @@ def _collective(api: Any, s: Any, leaf: Any, how: list[Any]) -> Any:
     """One collective over a step's first leaf (cast to float32): all_reduce/all_gather in replicas, or gather."""
     values = s.run(lambda x: api.cast(x, "float32"), args=(leaf,))
     name, argument = how
-    if mismatched(s, values, None if name == "all_reduce" else argument):
+    if mismatched(api, s, values, None if name == "all_reduce" else argument):
         return "skipped: shapes differ"
     if name == "gather":
         return s.gather(values, axis=argument)
@@ -254,24 +260,73 @@ def _step(api: Any, s: Any, spec: Spec, element: Any) -> dict[str, Any]:
     for k, (op, axis, dtype) in enumerate(spec["reduce"]):
         def reduced(op: str = op, axis: Any = axis, dtype: str = dtype) -> Any:
             values = s.run(lambda x: api.cast(x, dtype), args=(leaf,))
+            if reduce_mismatched(api, s, values, axis):
+                return "skipped: shapes differ"
             return s.reduce(getattr(api.ReduceOp, op), values, axis=axis)
         record[f"reduce{k}"] = attempt(reduced)
     if "collective" in spec:
         record["collective"] = attempt(lambda: _collective(api, s, leaf, spec["collective"]))
+    if "loss" in spec:
+        record["loss"] = attempt(lambda: _average_loss(api, s, leaf, spec["loss"]))
     return record
 
 
-def _epoch(api: Any, s: Any, spec: Spec, distributed: Any) -> dict[str, Any]:
-    """One pass over the distributed dataset (at most MAX_STEPS steps) and how it ended."""
-    steps: list[Any] = []
+def _average_loss(api: Any, s: Any, leaf: Any, global_batch: int | None) -> dict[str, Any]:
+    """``nn.compute_average_loss`` of a step's first leaf (as float32 per-example losses) in every replica, and
+    its sum over the replicas (the global mean, as a custom training loop computes it)."""
+    losses = s.run(lambda x: api.nn.compute_average_loss(api.cast(x, "float32"), global_batch_size=global_batch),
+                   args=(leaf,))
+    return {"replicas": list(s.experimental_local_results(losses)), "sum": s.reduce(api.ReduceOp.SUM, losses, None)}
+
+
+_END = object()
+
+
+def _next(iterator: Any, how: str) -> Any:
+    """The next element of a distributed iterator, or _END: ``next()`` until StopIteration, or (``optional``)
+    ``get_next_as_optional()`` until it is empty."""
+    if how == "optional":
+        optional = iterator.get_next_as_optional()
+        return optional.get_value() if bool(optional.has_value()) else _END
     try:
-        for element in distributed:
+        return next(iterator)
+    except StopIteration:
+        return _END
+
+
+def _after_end(iterator: Any, how: str) -> Any:
+    """What an exhausted iterator does next: ``get_next()`` (TF: OutOfRangeError), or an empty optional's
+    ``get_value()``."""
+    if how == "optional":
+        return attempt(lambda: iterator.get_next_as_optional().get_value())
+    return attempt(iterator.get_next)
+
+
+def _epoch(api: Any, s: Any, spec: Spec, distributed: Any) -> dict[str, Any]:
+    """One pass over the distributed dataset (at most MAX_STEPS steps, as the spec iterates: a ``for`` loop, or
+    ``next``/``optional`` with what the iterator does after its end) and how it ended."""
+    steps: list[Any] = []
+    how = spec.get("iterate", "for")
+    record: dict[str, Any] = {"steps": steps}
+    try:
+        iterator = iter(distributed)
+        if spec.get("describe"):
+            record["iterator_spec"] = spec_json(iterator.element_spec)
+        while (element := _next(iterator, how)) is not _END:
             steps.append(_step(api, s, spec, element))
             if len(steps) == MAX_STEPS:
-                return {"steps": steps, "end": "stopped"}
+                return {**record, "end": "stopped"}
     except Exception as error:
-        return {"steps": steps, "end": error}
-    return {"steps": steps, "end": "exhausted"}
+        return {**record, "end": error}
+    if how != "for":
+        record["after_end"] = _after_end(iterator, how)
+    return {**record, "end": "exhausted"}
+
+
+def _described(distributed: Any) -> dict[str, Any]:
+    """The distributed dataset's element_spec and cardinality."""
+    return {"element_spec": attempt(lambda: spec_json(distributed.element_spec)),
+            "cardinality": attempt(lambda: distributed.cardinality)}
 
 
 def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
@@ -282,7 +337,8 @@ def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
                            else s.experimental_distribute_dataset(_pipeline(api, spec)))
         except Exception as error:
             return {"distribute": error}
-        epochs = {"epoch0": _epoch(api, s, spec, distributed)}
+        epochs = {"described": _described(distributed)} if spec.get("describe") else {}
+        epochs["epoch0"] = _epoch(api, s, spec, distributed)
         for e in range(1, spec["epochs"]):
             # Another pass only after one that reached the end: TF's prefetching reads ahead of an unfinished pass
             # by a varying amount, and shared state (a shuffle's seeds, a cache) then depends on timing.
