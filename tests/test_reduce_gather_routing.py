@@ -1,7 +1,7 @@
 """Axis and dtype routing in reductions and gathers. TF 2.21's MirroredStrategy over CPUs sends int32 values to
 one device instead of through collectives:
 its gathers are a ConcatV2 (negative axes work, scalars fail), its all-reduces a local AddN, its errors
-poison nothing, and a batch mixing int32 with other dtypes is refused. Expected values observed on TF 2.21."""
+poison nothing, and a batch of several values with any int32 among them is refused. Expected values observed on TF 2.21."""
 
 from __future__ import annotations
 
@@ -72,6 +72,26 @@ def test_a_batch_mixing_int32_and_float_is_refused(strategy):
         lambda c: (np.array([c.replica_id_in_sync_group], np.int32), np.array([1.0], np.float32)))
     with pytest.raises(ValueError, match="must be either all on the host or all on the compute devices"):
         all_reduce(strategy, v, "sum")
+
+
+@pytest.mark.parametrize("devices", [["/cpu:0", "/cpu:1"], ["/cpu:0"]])
+def test_a_batch_of_several_values_refuses_any_int32_on_any_number_of_devices(devices):
+    """TF gives each int32 value a ReductionToOneDevice of its own, so even two int32 values cannot be batched, on
+    one device too; one int32 value, or floats only, still reduce."""
+    s = ml.MirroredStrategy(devices)
+    ints = s.experimental_distribute_values_from_function(lambda c: np.int32(c.replica_id_in_sync_group + 1))
+    floats = s.experimental_distribute_values_from_function(lambda c: np.float32(2.0))
+    for batch in ((ints, ints), (floats, ints)):
+        with pytest.raises(ValueError, match="must be either all on the host or all on the compute devices"):
+            all_reduce(s, batch, "sum")
+        with pytest.raises(ValueError, match="must be either all on the host or all on the compute devices"):
+            s.extended.batch_reduce_to("sum", [(value, value) for value in batch])
+    n = len(devices)
+    assert [int(x) for x in s.experimental_local_results(all_reduce(s, ints, "sum"))] == [n * (n + 1) // 2] * n
+    for reduced in s.extended.batch_reduce_to("sum", [(floats, floats), (floats, floats)]):
+        assert [float(x) for x in s.experimental_local_results(reduced)] == [2.0 * n] * n
+    assert [int(x) for x in s.experimental_local_results(s.extended.batch_reduce_to("sum", [(ints, ints)])[0])] == \
+        [n * (n + 1) // 2] * n
 
 
 def test_multi_worker_strategy_keeps_int32_in_the_collectives():

@@ -15,6 +15,7 @@ from ..callsite import user_call_site
 from ..tensor import IndexedSlices, as_tensor, is_cupy
 from . import context
 from .regroup import regroup, select_replica
+from .one_device import check_batch_placement
 from .values import DistributedValues, Mirrored
 from .variables import ComponentVariable, DistributedVariable, Variable, _ArrayLike, _new_tensor
 
@@ -158,7 +159,12 @@ class ExtendedApi:
 
     def batch_reduce_to(self, reduce_op: ReduceOp | str, value_destination_pairs: Sequence[tuple[Any, Any]],
                         options: Any = None) -> list[Any]:
-        """``reduce_to`` for each ``(value, destinations)`` pair, in order."""
+        """``reduce_to`` for each ``(value, destinations)`` pair, in order (MirroredStrategy first refuses a batch of
+        several values with an int32 one, as TF's)."""
+        if self._is_mirrored:
+            check_batch_placement([list(value.values) if isinstance(value, (DistributedValues, DistributedVariable))
+                                   else [value if hasattr(value, "dtype") else as_tensor(value)]
+                                   for value, _ in value_destination_pairs])
         return [self.reduce_to(reduce_op, value, destinations, options)
                 for value, destinations in value_destination_pairs]
 

@@ -3,7 +3,9 @@
 TF 2.21's MirroredStrategy over CPU devices uses collective ops, except for int32 values, which it sends
 to one device instead (``MirroredExtended._get_cross_device_ops``): gathers are a plain ``ConcatV2``
 (negative axes work, scalars fail, a mismatch raises at once and poisons nothing) and all-reduces a
-local ``AddN``. A batch mixing int32 with other dtypes is refused.
+local ``AddN``. Every int32 value gets a ReductionToOneDevice of its own, so a batch of several values
+(``batch_reduce_to``, a nest all-reduced in replicas) with any int32 among them is refused, on any number of
+devices.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ def is_int32(components: Sequence[Any]) -> bool:
 
 
 def check_batch_placement(leaves: Sequence[Sequence[Any]]) -> bool:
-    """True if a batch of all-reduced leaves goes to one device (all int32); raises TF's ValueError for a mix."""
-    placements = {is_int32(leaf) for leaf in leaves}
-    if len(placements) > 1:
-        raise ValueError(f"{MIXED_BATCH}\nFix: all-reduce the int32 values and the other values in separate "
-                         "calls (TF's MirroredStrategy keeps int32 values on the host).")
-    return placements == {True}
+    """True if a batch of reduced values (each its per-replica parts) is one int32 value, which goes to one device;
+    raises TF's ValueError for several values with any int32 among them (MirroredStrategy's batch needs one
+    cross-device-ops object for all, and each int32 value gets a new one)."""
+    int32 = [is_int32(leaf) for leaf in leaves]
+    if len(int32) > 1 and any(int32):
+        raise ValueError(f"{MIXED_BATCH}\nFix: reduce each int32 value in a call of its own (TF's MirroredStrategy "
+                         "cannot batch int32 values, with each other or with other dtypes).")
+    return int32 == [True]
 
 
 def _dims(shape: Sequence[int]) -> str:

@@ -66,15 +66,17 @@ class ReplicaContext:
         op = ReduceOp.coerce(reduce_op)
         self._strategy.extended._options.merge(options)  # validates options, as TF does even for one replica
         leaves = [x if isinstance(x, IndexedSlices) else as_tensor(x) for x in nest.flatten(value)]
-        if self.num_replicas_in_sync == 1:  # TF: a one-replica all-reduce is the identity (dtype kept)
-            return nest.pack_sequence_as(value, leaves)
         ext = self._strategy.extended
+        if self.num_replicas_in_sync == 1:  # TF: a one-replica all-reduce is the identity (dtype kept)
+            if ext._is_mirrored:  # after MirroredStrategy's batch check, which one device runs too
+                check_batch_placement([[leaf] for leaf in leaves])
+            return nest.pack_sequence_as(value, leaves)
 
         def handler(requests: list[SyncRequest]) -> list[Any]:
             structures = _same_structures(requests)
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
             dense = [leaf for leaf in by_leaf if not isinstance(leaf[0], IndexedSlices)]
-            one_device = ext._int32_on_one_device and check_batch_placement(dense)
+            one_device = ext._is_mirrored and check_batch_placement(by_leaf) and ext._int32_on_one_device
             reduced = iter(ext._group.all_reduce(op, dense, requests[0].site, options, addn=one_device)
                            if dense else ())
             results = [reduce_slices(self._strategy, op, leaf, requests[0].site)

@@ -1935,6 +1935,25 @@ def all_reduce_indexed_slices_integers(api: Any, s: Any) -> Result:
 
 
 @case()
+def batches_with_int32_values(api: Any, s: Any) -> Result:
+    """Several values reduced together (a nest all-reduced in replicas, ``extended.batch_reduce_to``): TF's
+    MirroredStrategy refuses any int32 among them, even all int32 (each gets its own ReductionToOneDevice); one
+    int32 value, floats only, and MWMS reduce (found by the differential fuzz)."""
+    ctx = api.get_replica_context
+    ints = per_replica(s, lambda i: api.constant([int(i) + 1, 5]))
+    floats = per_replica(s, lambda i: api.constant([float(i) + 0.5, 2.0]))
+    batches = {"ints": (ints, ints), "float_int": (floats, ints), "int_float": (ints, floats), "floats": (floats, floats),
+               "one_int": (ints,)}
+    out: Result = {}
+    for name, batch in batches.items():
+        out[f"all_reduce|{name}"] = attempt(lambda batch=batch: s.run(lambda *xs: ctx().all_reduce("sum", xs),
+                                                                      args=batch))
+        out[f"batch_reduce_to|{name}"] = attempt(
+            lambda batch=batch: s.extended.batch_reduce_to("sum", [(value, value) for value in batch]))
+    return out
+
+
+@case()
 def variable_initial_dtypes(api: Any, s: Any) -> Result:
     """Initial values and their dtypes inside the scope (Python numbers, NumPy scalars, mixed lists, dtype=)."""
     with s.scope():
