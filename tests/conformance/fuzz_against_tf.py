@@ -12,7 +12,9 @@ Areas: ``dataset`` (fuzz_datasets.py: distributed pipelines, per-step values and
 (fuzz_collectives.py: reduce/gather/all_reduce/all_gather/compute_average_loss on uneven per-replica values),
 ``checkpoint`` (fuzz_checkpoints.py: save under one strategy, restore under another; the spec names its strategies,
 so it runs once rather than per setup) and ``variable`` (fuzz_variables.py: a distributed variable of a random kind,
-then random updates, scatters, reads, reductions and merge_call/extended.update paths). Setups: A =
+then random updates, scatters, reads, reductions and merge_call/extended.update paths) and ``checkpoint_api``
+(fuzz_checkpoint_api.py: random sequences over Checkpoint, CheckpointManager and the readers on nested trackables and
+Keras models, in the setup's strategy). Setups: A =
 MirroredStrategy over 2 logical CPUs, B = MWMS without a cluster (1 replica), M1 = MirroredStrategy over 1 CPU;
 C (asked for by name) = MWMS on a real cluster of 2 TF worker processes against mirrorlab's SimCluster(workers=2),
 compared per worker, in batches of cluster launches (fuzz_cluster.py: dataset, collective and checkpoint, whose
@@ -37,12 +39,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conformance import fuzz_checkpoints, fuzz_cluster, fuzz_collectives, fuzz_datasets, fuzz_variables  # noqa: E402
+from conformance import fuzz_checkpoint_api  # noqa: E402
 from conformance.adapters import Api, MirrorlabApi, TfApi  # noqa: E402
 from conformance.cases import Case  # noqa: E402
 from conformance.harness import differences  # noqa: E402
 
 AREAS: dict[str, ModuleType] = {"dataset": fuzz_datasets, "collective": fuzz_collectives,
-                                "checkpoint": fuzz_checkpoints, "variable": fuzz_variables}
+                                "checkpoint": fuzz_checkpoints, "variable": fuzz_variables,
+                                "checkpoint_api": fuzz_checkpoint_api}
 SETUPS = ("A", "B", "M1")
 SHRINK_RUNS = 40      # at most this many candidate runs to minimize one differing case
 SHOWN = 4             # differences printed per case

@@ -1,7 +1,7 @@
-"""The differential fuzzer's random cases (fuzz_datasets/fuzz_collectives/fuzz_checkpoints/fuzz_variables) run on
-mirrorlab without TensorFlow: every generated spec is JSON, builds a case whose result normalizes, replays to the
-same result, and shrinks to specs of its own area. (The comparison with TF is fuzz_against_tf.py, by hand, and the
-live test.)"""
+"""The differential fuzzer's random cases (fuzz_datasets/fuzz_collectives/fuzz_checkpoints/fuzz_variables/
+fuzz_checkpoint_api) run on mirrorlab without TensorFlow: every generated spec is JSON, builds a case whose result
+normalizes, replays to the same result, and shrinks to specs of its own area. (The comparison with TF is
+fuzz_against_tf.py, by hand, and the live test.)"""
 
 from __future__ import annotations
 
