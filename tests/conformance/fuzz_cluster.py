@@ -186,13 +186,15 @@ class Batch:
 
     results: dict[int, list[Result]] = field(default_factory=dict)
     broke: dict[int, str] = field(default_factory=dict)
+    stalled: set[int] = field(default_factory=set)   # specs that stalled once and were run again
     launches: int = 0
 
     def settle(self, records: list[list[dict[str, Any]]], start: int, count: int, why: str) -> int:
         """Take a launch's records (per worker: ``{"begin": i}`` and ``{"index": i, "result", "broken"}`` lines)
         for the specs ``start``..``count - 1``: the results of the specs every worker finished healthily, in order;
         the first other spec broke the cluster (its health check failed, or the launch ended, ``why``, before every
-        worker finished it). Returns where the next launch starts."""
+        worker finished it a second time: TF on a loaded machine may stall once). Returns where the next launch
+        starts."""
         finished = [{r["index"]: r for r in rank if "index" in r} for rank in records]
         index = start
         while index < count and all(index in f for f in finished):
@@ -204,6 +206,9 @@ class Batch:
             index += 1
         if index == count:
             return count
+        if index not in self.stalled:
+            self.stalled.add(index)
+            return index
         began = [max((r["begin"] for r in rank if "begin" in r), default=None) for rank in records]
         self.broke[index] = f"{why} (the workers began specs {began})"
         return index + 1
@@ -324,7 +329,7 @@ def fuzz(fuzzer: ClusterFuzzer, area: str, seed: int, cases: int, deadline: floa
     """Run up to ``cases`` random specs of ``area`` in setup C, BATCH at a time, until ``deadline``; print every
     differing spec (the first MINIMIZED minimized, while time is left) and every spec that broke TF's cluster, then
     a summary."""
-    started, run, differing, broke = time.monotonic(), 0, 0, 0
+    started, run, differing, broke, stalled = time.monotonic(), 0, 0, 0, 0
     for first in range(0, cases, BATCH):
         if time.monotonic() > deadline:
             break
@@ -334,6 +339,7 @@ def fuzz(fuzzer: ClusterFuzzer, area: str, seed: int, cases: int, deadline: floa
             print("\n".join(json.dumps(spec) for spec in specs), file=sys.stderr, flush=True)
         found, batch = fuzzer.compare(specs)
         run += sum(d is not None for d in found)
+        stalled += len(batch.stalled)
         for index, why in batch.broke.items():
             broke += 1
             print(f"BROKE [C] {json.dumps(specs[index])}\n    {why}", flush=True)
@@ -342,8 +348,8 @@ def fuzz(fuzzer: ClusterFuzzer, area: str, seed: int, cases: int, deadline: floa
                 differing += 1
                 shrinking = differing <= MINIMIZED and time.monotonic() < deadline
                 report(*(fuzzer.minimize(spec, diffs) if shrinking else (spec, diffs)))
-    print(f"{area} [C]: {run} cases compared, {differing} differing, {broke} broke TF's cluster "
-          f"({time.monotonic() - started:.0f} s)", flush=True)
+    print(f"{area} [C]: {run} cases compared, {differing} differing, {broke} broke TF's cluster, {stalled} stalled "
+          f"once ({time.monotonic() - started:.0f} s)", flush=True)
 
 
 def replay(fuzzer: ClusterFuzzer, spec: Spec) -> None:

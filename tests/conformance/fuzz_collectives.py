@@ -123,9 +123,9 @@ def mismatched(api: Any, s: Any, values: Any, axis: int | None) -> bool:
 
 
 def reduce_mismatched(api: Any, s: Any, values: Any, axis: Any) -> bool:
-    """True when ``strategy.reduce(op, values, axis)`` would all-reduce differently shaped tensors across workers:
-    TF's collective then blocks until a peer dies (one process reports the error, the cluster is lost). With all
-    replicas in one process TF raises an error and goes on, so this is only checked on several workers."""
+    """True when ``strategy.reduce(op, values, axis)`` would all-reduce differently shaped tensors across workers
+    (TF's collective then blocks until a peer dies: the cluster is lost) or empty ones (a TF worker crashes). With
+    all replicas in one process TF raises an error and goes on, so this is only checked on several workers."""
     if not several_workers(s):
         return False
     shapes = replica_shapes(api, s, values)
@@ -133,7 +133,7 @@ def reduce_mismatched(api: Any, s: Any, values: Any, axis: Any) -> bool:
     if not all(-len(shape) <= a < len(shape) for shape in shapes for a in axes):
         return False  # refused before any collective
     kept = [[d for k, d in enumerate(shape) if k not in {a % len(shape) for a in axes}] for shape in shapes]
-    return any(k != kept[0] for k in kept)
+    return any(k != kept[0] for k in kept) or 0 in kept[0]
 
 
 def _slices(api: Any, s: Any, spec: Spec) -> Any:

@@ -52,22 +52,25 @@ def test_generation_steers_clear_of_one_file_auto_sharding() -> None:
 
 def test_shape_checks_see_every_workers_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     """On 2 workers the guards gather the other worker's shape: an all-reduce of [2] and [3] is skipped, a reduce
-    along the differing axis is not; all_gather may differ only along its axis. In one process nothing is skipped
-    for a reduce (TF raises and goes on)."""
+    along the differing axis is not, nor one that all-reduces empty values (that crashes a TF worker); all_gather
+    may differ only along its axis. In one process nothing is skipped for a reduce (TF raises and goes on)."""
     monkeypatch.delenv("TF_CONFIG", raising=False)
 
     def program() -> dict[str, bool]:
         s = API.mwms()
         rows = per_replica(s, lambda i: API.constant(np.zeros([2 + int(i), 2], np.float32)))
         columns = per_replica(s, lambda i: API.constant(np.zeros([2, 2 + int(i)], np.float32)))
+        empty = per_replica(s, lambda i: API.constant(np.zeros([0, 2], np.float32)))
         return {"reduce_none": reduce_mismatched(API, s, rows, None), "reduce_0": reduce_mismatched(API, s, rows, 0),
                 "reduce_1": reduce_mismatched(API, s, rows, 1), "reduce_01": reduce_mismatched(API, s, rows, [0, 1]),
                 "gather_rows": mismatched(API, s, rows, 0), "gather_columns": mismatched(API, s, columns, 0),
-                "all_reduce": mismatched(API, s, rows, None)}
+                "all_reduce": mismatched(API, s, rows, None), "empty_none": reduce_mismatched(API, s, empty, None),
+                "empty_0": reduce_mismatched(API, s, empty, 0), "empty_1": reduce_mismatched(API, s, empty, 1)}
 
     for worker in SimCluster(workers=2).run(program).values():
         assert worker == {"reduce_none": True, "reduce_0": False, "reduce_1": True, "reduce_01": False,
-                          "gather_rows": False, "gather_columns": True, "all_reduce": True}
+                          "gather_rows": False, "gather_columns": True, "all_reduce": True, "empty_none": True,
+                          "empty_0": False, "empty_1": True}
     local = API.mirrored(2)
     rows = per_replica(local, lambda i: API.constant(np.zeros([2 + int(i)], np.float32)))
     assert not reduce_mismatched(API, local, rows, None) and mismatched(API, local, rows, None)
@@ -94,16 +97,17 @@ def _records(*lines: dict) -> list[dict]:
 
 
 def test_settle_takes_finished_specs_and_names_the_breaker() -> None:
-    """Specs every worker finished healthily are results; a failed health check or a spec left unfinished breaks
-    the cluster, and the next launch starts after it."""
+    """Specs every worker finished healthily are results; a failed health check, or a spec left unfinished twice,
+    breaks the cluster, and the next launch starts after it."""
     done = lambda i, broken=None: {"index": i, "result": {"i": i}, "broken": broken}  # noqa: E731
     batch = Batch()
     nxt = batch.settle([_records({"begin": 0}, done(0), {"begin": 1}, done(1, "InternalError: aborted")),
                         _records({"begin": 0}, done(0), {"begin": 1}, done(1))], 0, 4, "finished")
     assert nxt == 2 and batch.results == {0: [{"i": 0}, {"i": 0}]}
     assert batch.broke == {1: "worker 0: InternalError: aborted"}
-    nxt = batch.settle([_records({"begin": 2}, done(2), {"begin": 3}), _records({"begin": 2}, done(2))], 2, 4,
-                       "no progress for 60 s")
-    assert nxt == 4 and batch.results[2] == [{"i": 2}, {"i": 2}]
-    assert batch.broke[3] == "no progress for 60 s (the workers began specs [3, 2])"
+    stuck = [_records({"begin": 2}, done(2), {"begin": 3}), _records({"begin": 2}, done(2))]
+    assert batch.settle(stuck, 2, 4, "no progress for 60 s") == 3  # a first stall: run the spec again
+    assert batch.results[2] == [{"i": 2}, {"i": 2}] and batch.stalled == {3} and 3 not in batch.broke
+    assert batch.settle([[{"begin": 3}], [{"begin": 3}]], 3, 4, "no progress for 60 s") == 4
+    assert batch.broke[3] == "no progress for 60 s (the workers began specs [3, 3])"
     assert Batch().settle([[done(0)], [done(0)]], 0, 1, "finished") == 1
