@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mirrorlab as ml
 from mirrorlab import errors
@@ -17,6 +19,7 @@ from mirrorlab.aggregation import VariableAggregation as Agg
 from mirrorlab.aggregation import VariableSynchronization as Sync
 from mirrorlab.sim import Crash, SimCluster
 from mirrorlab.train import Checkpoint, CheckpointManager, latest_checkpoint, list_variables, load_variable
+from mirrorlab.train.tracking import escape_name, unescape_path
 
 
 def make_state(strategy):
@@ -380,3 +383,24 @@ def test_classes_can_declare_that_tf_does_not_track_them(tmp_path):
     assert isinstance(ckpt.metric, Untracked)
     assert [key for key, _ in list_variables(ckpt.save(tmp_path / "ckpt"))] == [
         "_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter/.ATTRIBUTES/VARIABLE_VALUE", "v/.ATTRIBUTES/VARIABLE_VALUE"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="./Sa", max_size=6), min_size=1, max_size=3))
+def test_escaped_names_read_back_as_given(names):
+    """A path of escaped names (TF's ``..`` and ``.S``) shows each name as given, joined by dots, and escaping
+    never leaves a ``/`` inside a name, so a name never splits into two path segments."""
+    path = "/".join(escape_name(name) for name in names)
+    assert path.count("/") == len(names) - 1
+    assert unescape_path(path) == ".".join(names)
+
+
+def test_names_with_slashes_and_dots_round_trip(tmp_path):
+    """Keys of names holding ``/`` and ``.`` are TF's escaped ones, and restore matches them by name."""
+    saved = Checkpoint(t={"x/y": ml.Variable(1.0), "x.y": ml.Variable(2.0), "x.Sy": ml.Variable(3.0)})
+    path = saved.write(tmp_path / "w")
+    assert [name for name, _ in list_variables(path)][1:] == [
+        "t/x..Sy/.ATTRIBUTES/VARIABLE_VALUE", "t/x..y/.ATTRIBUTES/VARIABLE_VALUE", "t/x.Sy/.ATTRIBUTES/VARIABLE_VALUE"]
+    target = {"x/y": ml.Variable(0.0), "x.y": ml.Variable(0.0), "x.Sy": ml.Variable(0.0)}
+    Checkpoint(t=target).read(path).assert_consumed()
+    assert [float(v.numpy()) for v in target.values()] == [1.0, 2.0, 3.0]

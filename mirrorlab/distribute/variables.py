@@ -489,7 +489,10 @@ def _numpy_text(value: Any) -> str:
 
 
 def _var_repr(name: str, shape: tuple, dtype: np.dtype, value: Any) -> str:
-    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype_name(dtype)}, numpy={_numpy_text(value)}>"
+    """TF's variable repr: a value that takes several lines starts on a line of its own."""
+    text = _numpy_text(value)
+    text = f"\n{text}" if "\n" in text else text
+    return f"<mirrorlab.Variable '{name}' shape={shape} dtype={dtype_name(dtype)}, numpy={text}>"
 
 
 class VariableRef:

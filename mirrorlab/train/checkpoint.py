@@ -112,8 +112,10 @@ class Checkpoint:
     def __setattr__(self, name: str, value: Any) -> None:
         """Assigning a public attribute adds it to what is saved, as in TF. Values that hold no state (numbers,
         strings, ...) are kept as plain attributes and not saved; like TF, they do not untrack what the name
-        held before."""
-        if name.startswith("_") or name == "save_counter" or _untracked(value):
+        held before. A checkpoint given a ``root`` saves that object and its keyword arguments only, as TF's: later
+        attributes are plain ones."""
+        if (name.startswith("_") or name == "save_counter" or _untracked(value)
+                or self.__dict__.get("_root") is not None):
             object.__setattr__(self, name, value)
             return
         self.__dict__.pop(name, None)
@@ -155,11 +157,13 @@ class Checkpoint:
                              "subsequently ignored.\nFix: use string keys (e.g. str(key)) for dicts that hold "
                              "variables.")
         variables = {checkpoint_key(path): var for path, var in graph.variables.items()}
-        values = {name: np.asarray(to_host(var._save_value())) for name, var in variables.items()}
         strategy = _strategy_of(variables)
         own = writes_own_path(prefix, strategy, collective=any(map(_aggregates_on_save, variables.values())))
-        write_checkpoint_files(prefix if own else write_filepath(prefix, strategy), values, variables,
-                               graph.children, self._saves(), strategy)
+        target = prefix if own else write_filepath(prefix, strategy)
+        if os.path.dirname(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)  # before the values, as TF (a failing one leaves it)
+        values = {name: np.asarray(to_host(var._save_value())) for name, var in variables.items()}
+        write_checkpoint_files(target, values, variables, graph.children, self._saves(), strategy)
         if not own:
             remove_temp_dirpath(os.path.dirname(prefix), strategy)
         _run_write_callbacks(options, prefix)
@@ -181,26 +185,31 @@ class Checkpoint:
     def read(self, save_path: str | os.PathLike, options: CheckpointOptions | None = None) -> CheckpointLoadStatus:
         """Restore every tracked variable that has a saved value (ON_READ SUM values are split across
         replicas, as TF does). Dtypes are checked before anything is assigned; saved values without a
-        variable wait for one to be attached (see ``CheckpointLoadStatus``)."""
+        variable wait for one to be attached (see ``CheckpointLoadStatus``). ``None`` restores nothing (TF's
+        initialization-only status)."""
+        if save_path is None:
+            return InitializationOnlyStatus(self)
         path = os.fspath(save_path)
         manifest = load_checkpoint_manifest(path)
         restore = PendingRestore(load_arrays(path, manifest), saved_graph(manifest), path)
-        restore.give(self._checkpoint_children())  # also remembers the matched objects while values are pending
-        self._restore = restore
+        self._restore = restore  # kept if a value fails to restore: later variables still take theirs, as in TF
+        restore.give(self._checkpoint_children(), reading=True)  # also remembers the objects matched
         return CheckpointLoadStatus(self)
 
     def restore(self, save_path: str | os.PathLike | None,
                 options: CheckpointOptions | None = None) -> CheckpointLoadStatus:
-        """``read`` plus the save counter (created here, as TF does); ``None`` restores nothing."""
+        """``read``, then the save counter is created and takes its saved value (after the read, as TF's: a read
+        that raises leaves the value for the counter made later); ``None`` restores nothing."""
         if save_path is None:
             return InitializationOnlyStatus(self)
-        _ = self.save_counter
         try:
-            return self.read(save_path)
+            status = self.read(save_path)
         except errors.NotFoundError as exc:
             raise type(exc)(f"Error when restoring from checkpoint or SavedModel at {save_path}: {exc.message}\n"
                             "Please double-check that the path is correct. You may be missing the checkpoint suffix "
                             "(e.g. the '-1' in 'path/to/ckpt-1').") from None
+        _ = self.save_counter
+        return status
 
 
 def _aggregates_on_save(var: Variable) -> bool:

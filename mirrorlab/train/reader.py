@@ -151,6 +151,9 @@ class CheckpointReader:
 
 def _resolve(ckpt_dir_or_file: str | os.PathLike) -> str:
     """A checkpoint prefix: the latest one of a directory, or the path itself."""
+    if not isinstance(ckpt_dir_or_file, (str, bytes, os.PathLike)):
+        raise TypeError(f"Expected binary or unicode string, got {ckpt_dir_or_file!r}\nFix: pass a checkpoint "
+                        "prefix or directory (latest_checkpoint returns None where there is none).")
     path = os.fspath(ckpt_dir_or_file)
     if os.path.isdir(path):
         latest = latest_checkpoint(path)

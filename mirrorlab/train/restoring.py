@@ -66,30 +66,52 @@ class PendingRestore:
         self.save_path = save_path
         self.restored: set[int] = set()
         self.matched: dict[int, tuple[Callable[[], Any], str]] = {}
+        self.matched_objects: set[int] = set()  # every other object that matched a saved one (lists, dicts, ...)
+        self.unused_attributes: dict[str, Any] = {}  # saved values whose node another kind of object took, by key
 
-    def give(self, children: Mapping[str, Any], at: str = "") -> None:
+    def give(self, children: Mapping[str, Any], at: str = "", reading: bool = False) -> None:
         """Assign the pending values that ``children`` (below the saved node ``at``) now match, every dtype
         checked before anything is assigned, and remember the other objects matched, whose variables may come
-        later."""
-        if self.pending:
-            match = match_graph(children, self.graph, at)
-            found = {checkpoint_key(path): var for path, var in match.variables.items()
-                     if checkpoint_key(path) in self.pending}
-            try:
-                for key, var in found.items():
-                    check_dtype(key, var, self.pending[key], self.save_path)
-                for key, var in found.items():
-                    assign_restored(key, var, self.pending[key], self.save_path)
-                    del self.pending[key]
-                    self.restored.add(id(var))
-            except (ValueError, errors.InvalidArgumentError):
-                for key, var in found.items():  # as TF, a variable whose restore failed still used its value up
-                    self.pending.pop(key, None)
-                    self.restored.add(id(var))
-                raise
-            for key, (obj, path) in match.objects.items():
-                self.matched[key] = (_reference(obj), path)
-                _keep_alive(obj, self)
+        later. Matched objects count for ``assert_nontrivial_match`` when the read itself (``reading``) matched
+        them, or later when values wait below them, as in TF."""
+        try:
+            if self.pending or reading:
+                self._match(children, at, reading)
+        finally:  # after a failed restore too: the values nothing took still wait for their objects, as in TF
+            self._register()
+
+    def _match(self, children: Mapping[str, Any], at: str, reading: bool) -> None:
+        """``give``'s matching and assigning."""
+        match = match_graph(children, self.graph, at)
+        self.matched_objects.update(key for key, (_, path) in match.objects.items()
+                                    if reading or any(k.startswith(f"{path}/") for k in self.pending))
+        # a variable where an object without a value was saved is bound to it all the same, as in TF
+        self.restored.update(id(var) for path, var in match.variables.items() if path in self.graph)
+        if not self.pending:
+            return
+        for key, (obj, path) in match.objects.items():
+            self.matched[key] = (_reference(obj), path)
+            _keep_alive(obj, self)
+            if path not in self.graph and checkpoint_key(path) in self.pending:  # an object where a value was saved
+                self.unused_attributes[checkpoint_key(path)] = obj
+                del self.pending[checkpoint_key(path)]
+        found = dict(sorted((checkpoint_key(path), var) for path, var in match.variables.items()
+                            if checkpoint_key(path) in self.pending))  # TF restores in the order of the keys
+        try:
+            for key, var in found.items():
+                check_dtype(key, var, self.pending[key], self.save_path)
+            for key, var in found.items():
+                assign_restored(key, var, self.pending[key], self.save_path)
+                del self.pending[key]
+                self.restored.add(id(var))
+        except (ValueError, errors.InvalidArgumentError):
+            for key, var in found.items():  # as TF, a variable whose restore failed still used its value up
+                self.pending.pop(key, None)
+                self.restored.add(id(var))
+            raise
+
+    def _register(self) -> None:
+        """List this restore among those restore-on-create asks while it holds values; forget it when empty."""
         with _LOCK:
             if self.pending:
                 _RESTORING.add(self)

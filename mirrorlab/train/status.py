@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..distribute.variables import Variable
 from .reader import VALUE_SUFFIX
+from .tracking import unescape_path
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -63,9 +64,15 @@ class CheckpointLoadStatus:
         self._unmatched_objects()
         for key in self.unused:
             path = key[:-len(VALUE_SUFFIX)] if key.endswith(VALUE_SUFFIX) else key
-            raise AssertionError(f"Unresolved object in checkpoint (root).{path.replace('/', '.')}: attributes {{\n"
+            raise AssertionError(f"Unresolved object in checkpoint (root).{unescape_path(path)}: attributes {{\n"
                                  f'  name: "VARIABLE_VALUE"\n  full_name: "{path}"\n  checkpoint_key: "{key}"\n}}\n'
                                  "has_checkpoint_values {\n  value: true\n}\n")
+        unused = self._checkpoint._restore.unused_attributes
+        if unused:
+            raise AssertionError("Unused attributes in these objects (the attributes exist in the checkpoint but were "
+                                 "not restored):\n" + "\n".join(
+                                     f"(root).{unescape_path(key[:-len(VALUE_SUFFIX)])} ({obj!r}): ['VARIABLE_VALUE']"
+                                     for key, obj in unused.items()))
         return self
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
@@ -74,16 +81,17 @@ class CheckpointLoadStatus:
         return self
 
     def assert_nontrivial_match(self) -> CheckpointLoadStatus:
-        """At least one variable got a saved value."""
+        """Some object besides the root matched a saved one (a variable that got its value, or a list, dict or
+        other object holding them, as TF counts matched objects)."""
         restored, missing = self._split()
-        if not restored and not missing:
+        if restored or self._checkpoint._restore.matched_objects:
+            return self
+        if not missing:
             raise AssertionError(f"Nothing to load. No dependencies have been added to {self._checkpoint!r} yet.")
-        if not restored:
-            raise AssertionError(
-                "Nothing except the root object matched a checkpointed value. Typically this means that the "
-                "checkpoint does not match the Python program. The following objects have no matching checkpointed "
-                f"value: [{', '.join(repr(v) for v in missing)}]")
-        return self
+        raise AssertionError(
+            "Nothing except the root object matched a checkpointed value. Typically this means that the checkpoint "
+            "does not match the Python program. The following objects have no matching checkpointed value: "
+            f"[{', '.join(repr(v) for v in missing)}]")
 
     def expect_partial(self) -> CheckpointLoadStatus:
         """Silence the warnings about unmatched values (mirrorlab gives none): returns the status."""

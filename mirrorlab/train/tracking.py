@@ -18,11 +18,36 @@ import numpy as np
 
 from ..distribute.variables import Variable
 
-__all__ = ["NON_STRING_KEY", "GraphMatch", "ObjectGraph", "holds_no_state", "match_graph", "object_graph",
-           "trackable_children"]
+__all__ = ["NON_STRING_KEY", "GraphMatch", "ObjectGraph", "escape_name", "holds_no_state", "match_graph",
+           "object_graph", "trackable_children", "unescape_path"]
 
 _LEAF_TYPES = (str, bytes, int, float, bool, complex, type(None), np.ndarray, np.generic)
 NON_STRING_KEY = "-non_string_key"  # TF's name for a dict entry whose key is not a string
+
+
+def escape_name(name: str) -> str:
+    """A child's name as one segment of a path and checkpoint key, as TF escapes it: ``.`` doubled, ``/`` as
+    ``.S`` (so ``{"x/y": v}`` saves under ``x.Sy/.ATTRIBUTES/VARIABLE_VALUE``)."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def unescape_path(path: str) -> str:
+    """An escaped path's names joined by ``.``, as TF shows an object (``x.Sy/z`` is ``x/y.z``)."""
+    return ".".join(_unescape(segment) for segment in path.split("/"))
+
+
+def _unescape(segment: str) -> str:
+    """One escaped name, read left to right (``..`` is ``.``, ``.S`` is ``/``)."""
+    out, i = [], 0
+    while i < len(segment):
+        pair = segment[i:i + 2]
+        if pair in ("..", ".S"):
+            out.append("." if pair == ".." else "/")
+            i += 2
+        else:
+            out.append(segment[i])
+            i += 1
+    return "".join(out)
 
 
 def holds_no_state(value: Any) -> bool:
@@ -70,7 +95,7 @@ def object_graph(roots: Mapping[str, Any]) -> ObjectGraph:
             if name == NON_STRING_KEY and isinstance(obj, Mapping):
                 graph.unsaveable.append(obj)
             if id(child) not in first:
-                first[id(child)] = f"{path}/{name}" if path else name
+                first[id(child)] = f"{path}/{escape_name(name)}" if path else escape_name(name)
                 if isinstance(child, Variable):
                     graph.variables[first[id(child)]] = child
                 else:

@@ -1318,6 +1318,150 @@ def string_variables_round_trip(api: Any, s: Any, d: Path) -> Result:
     return out
 
 
+# -- found by the checkpoint-API fuzz (fuzz_checkpoint_api.py) ----------------------------------------------
+
+
+@case()
+def names_are_escaped_in_keys(api: Any, s: Any, d: Path) -> Result:
+    """a name holding ``/`` or ``.`` is escaped in its key (``.S``, ``..``); messages show the name itself."""
+    with s.scope():
+        ckpt = api.train.Checkpoint(t={"x/y": api.Variable(1.0), "x.y": api.Variable(2.0), "": api.Variable(3.0)})
+        setattr(ckpt, "a.b/c", api.Variable(4.0))
+    path = ckpt.write(str(own(d) / "w"))
+    with s.scope():
+        fewer = api.train.Checkpoint(t={"x.y": api.Variable(0.0)})
+    status = fewer.read(path)
+    return {"keys": keys(api, path), "loaded": api.train.load_variable(path, "t/x.Sy/.ATTRIBUTES/VARIABLE_VALUE"),
+            "value": fewer.t["x.y"], "consumed": attempt(status.assert_consumed)}
+
+
+@case()
+def read_none_and_readers_given_none(api: Any, s: Any, d: Path) -> Result:
+    """read(None) gives the initialization-only status, as restore(None); the readers refuse None with TF's
+    TypeError (latest_checkpoint returns None for a directory without checkpoints)."""
+    ckpt = one_variable(api, s)
+    status = ckpt.read(None)
+    return {"status": type(status).__name__, "checks": status_checks(status), "value": ckpt.v,
+            "list": attempt(lambda: api.train.list_variables(None)),
+            "load": attempt(lambda: api.train.load_variable(None, "v")),
+            "reader": attempt(lambda: api.train.load_checkpoint(None))}
+
+
+@case()
+def failed_restore_leaves_values_for_later_objects(api: Any, s: Any, d: Path) -> Result:
+    """a restore that fails on a dtype restores nothing now, but the save counter made after it and variables
+    attached later still take their saved values, as in TF (restore and read)."""
+    with s.scope():
+        path = api.train.Checkpoint(a=api.Variable([1, 2], dtype="int64"), b=api.Variable(5.0),
+                                    c=api.Variable(6.0)).save(str(own(d) / "ckpt"))
+    out: Result = {}
+    for method in ("restore", "read"):
+        with s.scope():
+            ckpt = api.train.Checkpoint(a=api.Variable([0.0, 0.0], dtype="float64"), b=api.Variable(0.0))
+        error = attempt(lambda ckpt=ckpt, method=method: getattr(ckpt, method)(path))
+        with s.scope():
+            ckpt.c = api.Variable(0.0)
+        out[method] = {"error": error, "b": ckpt.b, "c": ckpt.c, "counter": ckpt.save_counter}
+    return out
+
+
+@case()
+def failed_save_leaves_its_directory(api: Any, s: Any, d: Path) -> Result:
+    """a save that fails on a value (ON_READ NONE) has already made the prefix's directory, as TF's."""
+    var = on_read(api, s, "NONE")
+    ckpt = api.train.Checkpoint(v=var)
+    saved = attempt(lambda: ckpt.save(str(own(d) / "sub" / "ckpt")))
+    manager = api.train.CheckpointManager(ckpt, str(own(d) / "m"), max_to_keep=1, checkpoint_name="deeper/model")
+    managed = attempt(manager.save)
+    barrier(api, s)
+    return {"saved": saved, "managed": managed, "files": files(d), "latest": manager.latest_checkpoint}
+
+
+@case()
+def nontrivial_match_counts_matched_objects(api: Any, s: Any, d: Path) -> Result:
+    """assert_nontrivial_match passes when objects without variables matched at the read (lists, Checkpoints), not
+    when they are attached later with nothing pending below them; an object attached later above pending values
+    counts."""
+    with s.scope():
+        empty = api.train.Checkpoint(items=[api.train.Checkpoint(), []], u=api.train.Checkpoint())
+        holding = api.train.Checkpoint(v=api.train.Checkpoint(w=api.Variable(1.0)), u=api.train.Checkpoint())
+    bare = empty.write(str(own(d) / "bare"))
+    held = holding.write(str(own(d) / "held"))
+    now = api.train.Checkpoint(items=[api.train.Checkpoint(), []]).read(bare)
+    later = api.train.Checkpoint()
+    late_status = later.read(bare)
+    later.items = [api.train.Checkpoint(), []]
+    above = api.train.Checkpoint()
+    above_status = above.read(held)
+    above.u = api.train.Checkpoint()
+    unrelated = status_checks(above_status)
+    above.v = api.train.Checkpoint()
+    return {"now": status_checks(now), "late": status_checks(late_status), "unrelated": unrelated,
+            "above_pending": status_checks(above_status)}
+
+
+@case()
+def partial_restore_follows_key_order(api: Any, s: Any, d: Path) -> Result:
+    """a value of another shape stops a restore: the values whose keys sort before it are restored, the others not
+    (TF restores in key order, not in the order objects were added), plain and distributed."""
+    def tree(bad: list[float], value: float, scoped: bool) -> Any:
+        """A Checkpoint whose dict and late attributes put the odd-shaped value first in saving order."""
+        def make() -> Any:
+            ckpt = api.train.Checkpoint(a={"z": api.Variable(value), "b": api.Variable(bad)}, c=api.Variable(value))
+            ckpt.zz = api.train.Checkpoint(q=api.Variable(value))
+            ckpt.m = api.Variable(value)
+            return ckpt
+        if not scoped:
+            return make()
+        with s.scope():
+            return make()
+    out: Result = {}
+    for scoped in (False, True):
+        path = tree([1.0, 2.0], 3.0, scoped).write(str(own(d) / f"w{scoped}"))
+        target = tree([0.0, 0.0, 0.0], 0.0, scoped)
+        out[f"scoped_{scoped}"] = {"error": type(attempt(lambda target=target, path=path: target.read(path))).__name__,
+                                   "values": [target.a["z"], target.c, target.zz.q, target.m]}
+    return out
+
+
+@case()
+def root_checkpoint_saves_its_arguments_only(api: Any, s: Any, d: Path) -> Result:
+    """with ``root``, the checkpoint saves root and its keyword arguments; attributes set later stay plain ones
+    (neither saved nor restored), while root's own new attributes are saved."""
+    with s.scope():
+        inner = api.train.Checkpoint(k=api.Variable(3.0))
+        ckpt = api.train.Checkpoint(root=inner, z=api.Variable(7.0))
+        ckpt.w = api.Variable(2.0)
+        inner.n = api.Variable(4.0)
+    path = ckpt.save(str(own(d) / "ckpt"))
+    with s.scope():
+        again = api.train.Checkpoint(root=api.train.Checkpoint(), z=api.Variable(0.0))
+        again.k = api.Variable(0.0)
+    status = again.restore(path)
+    return {"keys": keys(api, path), "w": ckpt.w, "z": again.z, "k": again.k, "checks": status_checks(status)}
+
+
+@case()
+def objects_of_another_kind_where_values_were_saved(api: Any, s: Any, d: Path) -> Result:
+    """an object (Checkpoint, list) where a variable was saved takes nothing: assert_consumed names the unused
+    value; a variable where an object was saved is bound to it and keeps its value; an unmatched matrix variable's
+    repr starts its value on a new line, as TF's."""
+    with s.scope():
+        values = api.train.Checkpoint(v=api.Variable(1.0), w=api.Variable(2.0)).write(str(own(d) / "values"))
+        nested = api.train.Checkpoint(o=api.train.Checkpoint(q=api.Variable(3.0))).write(str(own(d) / "nested"))
+    out: Result = {}
+    for name, make in (("checkpoint", api.train.Checkpoint), ("list", list)):
+        with s.scope():
+            ckpt = api.train.Checkpoint(v=make(), w=api.Variable(0.0))
+        out[name] = {"checks": status_checks(ckpt.read(values)), "w": ckpt.w}
+    with s.scope():
+        bound = api.train.Checkpoint(o=api.Variable(0.0))
+    out["variable"] = {"checks": status_checks(bound.read(nested)), "o": bound.o}
+    extra = api.train.Checkpoint(v=api.Variable(0.0), w=api.Variable(0.0), m=api.Variable([[1.0, 2.0], [3.0, 4.0]]))
+    out["matrix"] = status_checks(extra.read(values))
+    return out
+
+
 # -- running ----------------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,12 @@ Deliberate differences that no case can record, because TF crashes or behaves by
 * ``load_variable(path, "_CHECKPOINTABLE_OBJECT_GRAPH")``: TF returns the serialized TrackableObjectGraph proto;
   mirrorlab returns its object graph as JSON bytes (the type, bytes, is compared);
 * the files themselves: TF writes ``<prefix>.index`` + ``<prefix>.data-00000-of-00001``, mirrorlab ``<prefix>.npz`` +
-  ``<prefix>.index.json`` (cases compare prefixes and the ``checkpoint`` state file only).
+  ``<prefix>.index.json`` (cases compare prefixes and the ``checkpoint`` state file only);
+* the order of several objects listed by a status check (``Found 2 Python objects ... [<a>, <b>]``,
+  ``assert_nontrivial_match``'s list): TF iterates an identity set there, so its order follows memory addresses;
+  mirrorlab lists them in saving order (fuzz_checkpoint_api.py compares the count, not the list);
+* Keras weights in those lists: Keras 3's variables have a repr of their own (``<Variable path=..., shape=...>``),
+  mirrorlab's Keras weights are its variables and show theirs.
 """
 
 from __future__ import annotations

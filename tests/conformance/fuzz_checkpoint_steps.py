@@ -24,7 +24,8 @@ PREFIX = "fuzzckptapi-"
 SYNCS = {"on_read_sum": "SUM", "on_read_mean": "MEAN", "on_read_first": "ONLY_FIRST_REPLICA", "on_read_none": "NONE"}
 CHECKPOINT_FILE = re.compile(r"^(.*?)(\.index|\.data-\d{5}-of-\d{5}|\.npz|\.index\.json)$")
 GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-UNMATCHED = re.compile(r"(unmatched objects: \[).*")
+UNMATCHED = re.compile(r"(unmatched objects: \[|no matching checkpointed value: \[).*")
+COUNT = re.compile(r"Found (\d+) Python objects")
 INPUTS = 3  # a model's input width
 
 
@@ -263,12 +264,14 @@ class Run:
         return action
 
     def checks(self, status: Any, names: list[str], leaves: dict[str, Any]) -> dict[str, Any]:
-        """Each named status method: ``"ok"`` if it returns the status, else its error; with models among
-        ``leaves``, a list of unmatched objects is cut (Keras 3's variables are no tf.Variables and have a repr of
-        their own; mirrorlab's Keras weights are its variables)."""
+        """Each named status method: ``"ok"`` if it returns the status, else its error. A list of several unmatched
+        objects is cut (TF lists them in the order of an identity set, by address), and so is one with models among
+        ``leaves`` (Keras 3's variables have a repr of their own; mirrorlab's Keras weights are its variables)."""
+        models = any(isinstance(leaf, _Model) for leaf in leaves.values())
+
         def check(name: str) -> Any:
             found = outcome(lambda: "ok" if getattr(status, name)() is status else "other", self.dir)
-            if isinstance(found, Exception) and any(isinstance(leaf, _Model) for leaf in leaves.values()):
+            if isinstance(found, Exception) and (models or _several(str(found))):
                 return type(found)(UNMATCHED.sub(r"\1...]", str(found)))
             return found
         return {name: check(name) for name in names}
@@ -406,6 +409,12 @@ class Run:
             "load_variable": self.load_variable, "reader": self.reader, "delete": self.delete,
             "files": self.listing}
         return actions[kind](*args)
+
+
+def _several(message: str) -> bool:
+    """Whether a status message may list several objects (assert_nontrivial_match's list does not say how many)."""
+    count = COUNT.match(message)
+    return int(count.group(1)) > 1 if count else "no matching checkpointed value: [" in message
 
 
 def _array(found: Any) -> Any:
