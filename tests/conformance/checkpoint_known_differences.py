@@ -22,7 +22,10 @@ Deliberate differences that no case can record, because TF crashes or behaves by
   ``assert_nontrivial_match``'s list): TF iterates an identity set there, so its order follows memory addresses;
   mirrorlab lists them in saving order (fuzz_checkpoint_api.py compares the count, not the list);
 * Keras weights in those lists: Keras 3's variables have a repr of their own (``<Variable path=..., shape=...>``),
-  mirrorlab's Keras weights are its variables and show theirs.
+  mirrorlab's Keras weights are its variables and show theirs; for the same reason a Keras weight restored from a
+  value of another shape raises Keras 3's ValueError (``The shape of the target variable and the shape of the target
+  value in `variable.assign(value)` must match. ...``) in TF and mirrorlab's variable assign ValueError (the fuzzer
+  compares the class).
 """
 
 from __future__ import annotations

@@ -187,8 +187,8 @@ def _restore(rng: random.Random, tree: Node) -> list[Any]:
 
 def _step(rng: random.Random, state: dict[str, Any]) -> list[Any]:
     """One random step; ``state`` follows the tree (attach) and whether a manager exists."""
-    kinds = ["save", "save", "save", "write", "assign", "assign", "assign_replicas", "attach", "counter", "train",
-             "restore", "restore", "restore", "manager", "manager_info", "latest", "state", "list_variables",
+    kinds = ["save", "save", "save", "write", "assign", "assign", "assign_replicas", "attach", "alias", "counter",
+             "train", "restore", "restore", "restore", "manager", "manager_info", "latest", "state", "list_variables",
              "load_variable", "load_variable", "reader", "files", "files", "delete", "restore_or_initialize"]
     if state["manager"]:
         kinds += ["manager_save"] * 4
@@ -207,6 +207,14 @@ def _step(rng: random.Random, state: dict[str, Any]) -> list[Any]:
         if node[0] != "value":
             state["tree"][1][name] = node
         return ["attach", name, node]
+    if kind == "alias":
+        if not state["tree"][1]:
+            return ["counter"]
+        root = state["tree"][2]
+        name = rng.choice([n for n in NAMES if root is None or n not in root[1]])
+        existing = rng.choice(sorted(state["tree"][1]))
+        state["tree"][1][name] = state["tree"][1][existing]
+        return ["alias", name, existing]
     if kind == "restore":
         return _restore(rng, state["tree"])
     if kind == "manager":
