@@ -586,15 +586,18 @@ class MapDataset(UnaryDataset):
     @property
     def element_spec(self) -> Any:
         """What tracing the function would tell TF: the dimensions on which the first element and the function
-        of zeros of the input's type agree (a dimension that depends on the data differs); without data, or if
-        the function fails on zeros, one of them with the leading dimension static only where it is static in
-        the input."""
+        of zeros of the input's type agree (a dimension that depends on the data differs); without data, those on
+        which the function of zeros agrees with the function of ones where the input's dimensions are unknown; if
+        the function fails on either, one of them with the leading dimension static only where it is static in the
+        input."""
         input_spec = self._input.element_spec
         trace = lambda dummy: nest.map_structure(TensorSpec.of, self._apply(dummy))  # noqa: E731
         try:
             output_spec = self._peek_spec()
-        except (UnknownSpecError, errors.OpError):  # no data: only the traced spec
-            output_spec, traced = self._only_traced(trace, input_spec), None
+        except (UnknownSpecError, errors.OpError):  # no data: the traced spec, its unknown dimensions unknown
+            output_spec = self._only_traced(trace, input_spec)
+            traced = self._traced(trace, nest.map_structure(
+                lambda s: TensorSpec(tuple(1 if d is None else d for d in s.shape), s.dtype), input_spec))
         else:
             traced = self._traced(trace, input_spec)
         if traced is not None:

@@ -212,6 +212,11 @@ class DistributedIterator:
                                          "`get_next_as_optional()` to stop at the end of the data.") from None
 
     def __next__(self) -> Any:
+        return self._step(self._dataset._partial)
+
+    def _step(self, partial: bool) -> Any:
+        """One step's values; ``partial``: replicas without data get dummy batches (else the first replica to run
+        out ends the pass)."""
         frame = context.current_frame()
         if frame is not None and frame.replica is not None:
             raise ValueError(NEXT_IN_REPLICA)
@@ -219,9 +224,9 @@ class DistributedIterator:
             raise StopIteration
         ext = self._strategy.extended
         site = user_call_site()
-        local = [self._pull(ext, self._streams[k % len(self._streams)]) for k in range(len(ext._devices))]
+        local = [self._pull(ext, self._streams[k % len(self._streams)], partial) for k in range(len(ext._devices))]
         have = sum(v is not None for v in local)
-        if not self._dataset._partial and have < len(local):
+        if not partial and have < len(local):
             self._done = True
             raise StopIteration
         if self._agree:
@@ -236,15 +241,16 @@ class DistributedIterator:
         # each on its replica's GPU
         return regroup([ext._placement.put(v, k) for k, v in enumerate(filled)], always_wrap=_always_wrap(ext))
 
-    def _pull(self, ext: Any, stream: Iterator[Any]) -> Any:
+    def _pull(self, ext: Any, stream: Iterator[Any], partial: bool) -> Any:
         """The next element of ``stream`` (None at its end). A pipeline error on a multi-worker cluster aborts the
         group, telling the other workers (which wait in this step's collectives) why; one worker alone just raises
-        it, and its strategy stays usable, as TF's does."""
+        it, and its strategy stays usable, as TF's does (a shape the iterator declared and the element breaks is
+        reported as an optional's when partial batches are handled: TF reads optionals then)."""
         try:
             element = next(stream, None)
         except errors.OpError as exc:
             if isinstance(exc, DeclaredShapeError):  # reported by the iterator: as an optional's when TF uses them
-                exc = exc.optional() if self._dataset._partial else errors.InvalidArgumentError(exc.message)
+                exc = exc.optional() if partial else errors.InvalidArgumentError(exc.message)
             self._tell_peers(ext, type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
                                              f"{ext._group.comm.names[ext._rank]})"))
             raise exc from None
@@ -267,11 +273,20 @@ class DistributedIterator:
         return self._spec
 
     def get_next_as_optional(self) -> Optional:
-        """The next per-replica value wrapped in an ``Optional`` (empty at the end instead of raising)."""
-        try:
-            value = self.__next__()
-        except StopIteration:
+        """The next per-replica value wrapped in an ``Optional`` (empty at the end instead of raising). As TF 2.21,
+        this always hands out partial batches (replicas without data get dummy batches) whatever ``next()`` does,
+        except for an infinite input (``get_next``'s value, never empty) and, on one worker, an input of
+        cardinality 0 (empty at once)."""
+        cardinality = self._dataset._original.cardinality()
+        if cardinality == INFINITE_CARDINALITY:
+            value = self.get_next()
+        elif cardinality == 0 and self._strategy.extended._num_workers == 1:
             return Optional(None, self.element_spec, False)
+        else:
+            try:
+                value = self._step(partial=True)
+            except StopIteration:
+                return Optional(None, self.element_spec, False)
         return Optional(value, nest.map_structure(self._value_spec, value))
 
     def _value_spec(self, value: Any) -> Any:

@@ -507,6 +507,10 @@ PIPELINES: dict[str, Callable[[Any, Any], Any]] = {
     "rebatch_other_inner_shapes": lambda api, D: D.range(8).batch(5).batch(1).rebatch(4),
     "take_neg5_G5": lambda api, D: D.range(11).take(-5).batch(5),
     "take_neg5_G4": lambda api, D: D.range(11).take(-5).batch(4),
+    # cardinality 0 by TF's arithmetic on take(-3) (1 batch -> -3 -> unbatch -12 -> batch(9) 0), yet one step of data
+    "take_neg3_unbatch_G9": lambda api, D: D.range(4).batch(4, drop_remainder=True).take(-3).unbatch().batch(9),
+    # no data: the map's spec comes from tracing, its unknown dimensions stay unknown
+    "range0_G3_G2_map": lambda api, D: D.range(0).batch(3).batch(2).map(lambda x: x * 2),
 }
 
 USE_PIPELINES: dict[str, tuple[str, ...]] = {
@@ -514,7 +518,8 @@ USE_PIPELINES: dict[str, tuple[str, ...]] = {
     "twice": ("range9_G3", "range9_G3_OFF", "cache_G3", "strings_G2", "range7_G4_drop_repeat", "hint_range7_G3",
               "hint_range8_G3", "hint_unsharded_G3"),
     "next": ("range5_G4", "range9_G3_drop", "range0_G4", "dict_G3"),
-    "optional": ("range5_G4", "range9_G3_OFF", "range0_G4", "nested_G4"),
+    "optional": ("range5_G4", "range9_G3_OFF", "range0_G4", "nested_G4", "take_neg3_unbatch_G9",
+                 "range7_G4_drop_repeat"),
     "reduce": ("range5_G4", "range9_G3", "range9_G3_OFF", "zip_G4"),
 }
 
@@ -599,6 +604,8 @@ add("from_function_next_unbatched", "from_function_variants", _from_function(FRO
                                                                               use="next"))
 add("from_function_optional_batch3", "from_function_variants", _from_function(FROM_FUNCTION["batch3"],
                                                                                use="optional"))
+add("from_function_optional_unbatched", "from_function_variants", _from_function(FROM_FUNCTION["unbatched"],
+                                                                                 use="optional"))
 add("from_function_place_on_device", "from_function_variants",
     _from_function(FROM_FUNCTION["batch3"], {"experimental_place_dataset_on_device": True}))
 add("from_function_place_on_host", "from_function_variants",
