@@ -115,17 +115,21 @@ class GraphMatch:
 
 def match_graph(roots: Mapping[str, Any], saved: Mapping[str, Mapping[str, str]], start: str = "") -> GraphMatch:
     """Match the objects below ``roots`` (the children of the object saved at ``start``) to the saved graph: the
-    walk follows each child's name from the saved node its parent matched (each object is matched once)."""
+    walk follows each saved child's name from the saved node its parent matched, in saving order; each object and
+    each saved node is matched once (a node saved under two names goes to the first object found, as in TF)."""
     match = GraphMatch()
     seen: set[int] = set()
+    taken: set[str] = set()
     queue: deque[tuple[str, Any]] = deque([(start, roots)])
     while queue:
         saved_path, obj = queue.popleft()
-        for name, child in trackable_children(obj):
-            target = saved.get(saved_path, {}).get(name)
-            if target is None or holds_no_state(child) or id(child) in seen:
+        children = dict(trackable_children(obj))
+        for name, target in saved.get(saved_path, {}).items():  # in saving order: the first object takes a node
+            child = children.get(name)
+            if holds_no_state(child) or id(child) in seen or target in taken:
                 continue
             seen.add(id(child))
+            taken.add(target)
             if isinstance(child, Variable):
                 match.variables[target] = child
             else:

@@ -1462,6 +1462,26 @@ def objects_of_another_kind_where_values_were_saved(api: Any, s: Any, d: Path) -
     return out
 
 
+@case()
+def shared_value_goes_to_the_first_object(api: Any, s: Any, d: Path) -> Result:
+    """a variable saved under two names restores into the object found first in saving order only (the other
+    keeps its value and is unmatched), as TF's; with the names added the other way round, the other one."""
+    out: Result = {}
+    for order in (("a", "z"), ("z", "a")):
+        with s.scope():
+            saved = api.train.Checkpoint()
+            v = api.Variable([1.0, 2.0])
+            for name in order:
+                setattr(saved, name, v)
+            path = saved.write(str(own(d) / "".join(order)))
+            target = api.train.Checkpoint(a=api.Variable([0.0, 0.0]), z=api.Variable([5.0, 5.0]))
+        status = target.read(path)
+        out["".join(order)] = {"keys": keys(api, path), "a": target.a, "z": target.z,
+                               "existing": attempt(lambda status=status: (status.assert_existing_objects_matched(),
+                                                                          "ok")[1])}
+    return out
+
+
 # -- running ----------------------------------------------------------------------------------------------
 
 

@@ -46,7 +46,7 @@ def _var(rng: random.Random) -> Node:
 def _dtypes(kind: str) -> tuple[str, ...]:
     """The dtypes a variable of ``kind`` can have (TF refuses integer ON_READ MEAN variables; strings and bools
     cannot be aggregated)."""
-    return {"plain": NUMERIC + ("bool", "string"), "mirrored": NUMERIC + ("bool",),
+    return {"plain": NUMERIC + ("bool", "string", "float16", "int8", "uint16"), "mirrored": NUMERIC + ("bool",),
             "on_read_mean": FLOATS}.get(kind, NUMERIC)
 
 
