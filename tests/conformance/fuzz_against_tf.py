@@ -14,7 +14,9 @@ Areas: ``dataset`` (fuzz_datasets.py: distributed pipelines, per-step values and
 so it runs once rather than per setup) and ``variable`` (fuzz_variables.py: a distributed variable of a random kind,
 then random updates, scatters, reads, reductions and merge_call/extended.update paths) and ``checkpoint_api``
 (fuzz_checkpoint_api.py: random sequences over Checkpoint, CheckpointManager and the readers on nested trackables and
-Keras models, in the setup's strategy). Setups: A =
+Keras models, in the setup's strategy) and ``keras`` (fuzz_keras.py: random Dense models, losses, optimizers and
+metrics trained with fit, then evaluate and predict, in the setup's strategy or the default one; an area module's
+own ``differences``, here with a training tolerance, replaces harness.differences). Setups: A =
 MirroredStrategy over 2 logical CPUs, B = MWMS without a cluster (1 replica), M1 = MirroredStrategy over 1 CPU;
 C (asked for by name) = MWMS on a real cluster of 2 TF worker processes against mirrorlab's SimCluster(workers=2),
 compared per worker, in batches of cluster launches (fuzz_cluster.py: dataset, collective and checkpoint, whose
@@ -39,14 +41,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conformance import fuzz_checkpoints, fuzz_cluster, fuzz_collectives, fuzz_datasets, fuzz_variables  # noqa: E402
-from conformance import fuzz_checkpoint_api  # noqa: E402
+from conformance import fuzz_checkpoint_api, fuzz_keras  # noqa: E402
 from conformance.adapters import Api, MirrorlabApi, TfApi  # noqa: E402
 from conformance.cases import Case  # noqa: E402
 from conformance.harness import differences  # noqa: E402
 
 AREAS: dict[str, ModuleType] = {"dataset": fuzz_datasets, "collective": fuzz_collectives,
                                 "checkpoint": fuzz_checkpoints, "variable": fuzz_variables,
-                                "checkpoint_api": fuzz_checkpoint_api}
+                                "checkpoint_api": fuzz_checkpoint_api, "keras": fuzz_keras}
 SETUPS = ("A", "B", "M1")
 SHRINK_RUNS = 40      # at most this many candidate runs to minimize one differing case
 SHOWN = 4             # differences printed per case
@@ -82,7 +84,7 @@ class Fuzzer:
         actual = self.result("ml", spec, setup)
         broken = [f"the harness failed on {name}: {result['harness']}"
                   for name, result in (("TF", expected), ("mirrorlab", actual)) if "harness" in result]
-        return broken or differences(expected, actual)
+        return broken or getattr(AREAS[spec["area"]], "differences", differences)(expected, actual)
 
     def require_healthy_tf(self, spec: dict[str, Any]) -> None:
         """Stop when TF's collectives no longer work: a failed collective kernel aborts every later collective of the

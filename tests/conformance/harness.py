@@ -41,9 +41,10 @@ def save_golden(setup: str, version: str, cases: dict[str, list[dict[str, Any]]]
 
 
 def message_comparable(message: str) -> bool:
-    """False for TF messages from graph tracing (``in user code:``) or op kernels (``{{function_node``):
-    their text names TF graph internals, so only the error class is compared."""
-    return not message.startswith(("in user code:", "{{function_node"))
+    """False for TF messages from graph tracing (``in user code:``), op kernels (``{{function_node``) or a
+    function's run (``Graph execution error:``, then the graph's nodes): their text names TF graph internals, so
+    only the error class is compared."""
+    return not message.startswith(("in user code:", "{{function_node", "Graph execution error:"))
 
 
 def _is_array(value: Any) -> bool:
@@ -66,8 +67,10 @@ def _close(expected: Any, actual: Any, rtol: float) -> bool:
     return type(expected) is type(actual) and expected == actual
 
 
-def differences(expected: Any, actual: Any, compare_messages: bool = True, path: str = "") -> list[str]:
-    """Human-readable differences between a TF result (``expected``) and a mirrorlab result (``actual``)."""
+def differences(expected: Any, actual: Any, compare_messages: bool = True, path: str = "",
+                rtol: dict[str, float] | None = None) -> list[str]:
+    """Human-readable differences between a TF result (``expected``) and a mirrorlab result (``actual``), floats
+    within ``rtol`` (per dtype; default RTOL)."""
     where = path or "result"
     if _is_error(expected):
         if not _is_error(actual):
@@ -86,19 +89,20 @@ def differences(expected: Any, actual: Any, compare_messages: bool = True, path:
             if expected[key] != actual[key]:
                 return [f"{where}: {key} TF {expected[key]} vs mirrorlab {actual[key]} "
                         f"(values TF {expected['value']} vs mirrorlab {actual['value']})"]
-        if not _close(expected["value"], actual["value"], RTOL.get(expected["dtype"], 0.0)):
+        if not _close(expected["value"], actual["value"], (rtol or RTOL).get(expected["dtype"], 0.0)):
             return [f"{where}: value TF {expected['value']} vs mirrorlab {actual['value']} ({expected['dtype']})"]
         return []
     if isinstance(expected, dict):
         if not isinstance(actual, dict) or set(expected) != set(actual):
             return [f"{where}: TF gave {expected!r}, mirrorlab {actual!r}"]
         return [d for key in expected
-                for d in differences(expected[key], actual[key], compare_messages, f"{path}.{key}" if path else key)]
+                for d in differences(expected[key], actual[key], compare_messages, f"{path}.{key}" if path else key,
+                                     rtol)]
     if isinstance(expected, list):
         if not isinstance(actual, list) or len(expected) != len(actual):
             return [f"{where}: TF gave {expected!r}, mirrorlab {actual!r}"]
         return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for d in differences(e, a, compare_messages, f"{where}[{i}]")]
+                for d in differences(e, a, compare_messages, f"{where}[{i}]", rtol)]
     if not _close(expected, actual, PYTHON_FLOAT_RTOL):
         return [f"{where}: TF gave {expected!r}, mirrorlab {actual!r}"]
     return []

@@ -1,0 +1,458 @@
+"""Random Keras training cases for fuzz_against_tf.py: a Sequential model of a random Dense stack (units, activations,
+biases), started from the same weights in both frameworks (seeded ``set_weights`` or constant initializers), a random
+loss (MSE, MAE, Huber, binary/categorical/sparse cross-entropy on logits or probabilities, by name, class or function),
+optimizer (SGD with momentum/Nesterov, Adam with AMSGrad, RMSprop; clipping, weight decay) and metrics (weighted ones
+too), compiled in the strategy's scope or under the default strategy; then ``fit`` on NumPy arrays, a dataset or a
+distributed dataset (random sizes and batch sizes, partial last batches, steps_per_epoch, initial_epoch, validation
+data or split, sample or class weights), ``evaluate`` and ``predict``. The result: fit's History (or error), the
+weights after it, evaluate's and predict's results. Specs are JSON (see fuzz_datasets.py).
+
+Under a strategy of 2 replicas, Keras on TF 2.21 fails when the first global batch of fit or evaluate splits unevenly
+(a deliberate difference, fit_uneven_replica_batches in test_keras_conformance.py): such specs are not generated.
+Arrays are never shuffled (the frameworks' shuffles differ)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .fuzz_variables import outcome
+from .harness import RTOL
+from .harness import differences as harness_differences
+
+__all__ = ["build", "differences", "generate", "shrink", "valid"]
+
+Spec = dict[str, Any]
+ACTIVATIONS = (None, "linear", "relu", "relu", "tanh", "sigmoid", "softmax")
+TASKS = ("regression", "binary", "categorical", "sparse")
+LOSS_KINDS = {"regression": ("mse", "mae", "huber"), "binary": ("bce",), "categorical": ("cce",),
+              "sparse": ("scce",)}
+LOSS_NAMES = {"mse": ("mse", "mean_squared_error", "MeanSquaredError"), "mae": ("mae", "mean_absolute_error"),
+              "huber": ("huber", "Huber"), "bce": ("binary_crossentropy", "bce", "crossentropy"),
+              "cce": ("categorical_crossentropy", "crossentropy"),
+              "scce": ("sparse_categorical_crossentropy", "crossentropy")}
+LOSS_CLASSES = {"mse": "MeanSquaredError", "mae": "MeanAbsoluteError", "huber": "Huber", "bce": "BinaryCrossentropy",
+                "cce": "CategoricalCrossentropy", "scce": "SparseCategoricalCrossentropy"}
+LOSS_FUNCTIONS = {"mse": "mean_squared_error", "mae": "mean_absolute_error", "huber": "huber",
+                  "bce": "binary_crossentropy", "cce": "categorical_crossentropy",
+                  "scce": "sparse_categorical_crossentropy"}
+METRICS = {"regression": ("mse", "mae", "MeanSquaredError", "MeanAbsoluteError", "accuracy"),
+           "binary": ("accuracy", "binary_accuracy", "BinaryAccuracy", "BinaryCrossentropy", "mse"),
+           "categorical": ("accuracy", "categorical_accuracy", "CategoricalAccuracy", "TopKCategoricalAccuracy",
+                           "CategoricalCrossentropy", "mae"),
+           "sparse": ("accuracy", "sparse_categorical_accuracy", "SparseCategoricalAccuracy",
+                      "SparseTopKCategoricalAccuracy", "SparseCategoricalCrossentropy")}
+REDUCTIONS = ("sum_over_batch_size", "sum_over_batch_size", "sum_over_batch_size", "sum", "mean_with_sample_weight")
+REPLICAS = 2  # setup A's replicas: the first global batch of fit and evaluate must split evenly over them
+# Training amplifies float32 rounding (TF's kernels sum in other orders than NumPy): losses, weights and
+# predictions after a few steps are compared at this relative (and absolute) tolerance.
+TRAINED_RTOL = {**RTOL, "float32": 1e-4}
+
+
+def differences(expected: Any, actual: Any) -> list[str]:
+    """The differences between TF's and mirrorlab's results of a spec, floats within TRAINED_RTOL."""
+    return harness_differences(expected, actual, rtol=TRAINED_RTOL)
+
+
+# -- generating -------------------------------------------------------------------------------------------
+
+
+def _loss(rng: random.Random, task: str) -> Spec:
+    """A loss for ``task``: by name, as a class instance (with its options) or as a function."""
+    kind = rng.choice(LOSS_KINDS[task])
+    loss: Spec = {"kind": kind, "form": rng.choice(("name", "class", "class", "function"))}
+    if loss["form"] == "name":
+        loss["name"] = rng.choice(LOSS_NAMES[kind])
+    if loss["form"] == "class":
+        loss["reduction"] = rng.choice(REDUCTIONS)
+        if kind == "huber":
+            loss["delta"] = rng.choice((1.0, 0.5, 2.0))
+        if kind in ("bce", "cce", "scce"):
+            loss["from_logits"] = rng.random() < 0.6
+        if kind in ("bce", "cce"):
+            loss["label_smoothing"] = rng.choice((0.0, 0.0, 0.1))
+    return loss
+
+
+def _optimizer(rng: random.Random) -> Spec:
+    """An optimizer: by name (its defaults) or a class instance with random options."""
+    name = rng.choice(("sgd", "sgd", "adam", "adam", "rmsprop"))
+    if rng.random() < 0.15:
+        return {"name": name, "form": "name"}
+    opt: Spec = {"name": name, "form": "class", "learning_rate": rng.choice((0.01, 0.05, 0.1, 0.3))}
+    if name == "sgd":
+        opt["momentum"] = rng.choice((0.0, 0.0, 0.5, 0.9))
+        opt["nesterov"] = rng.random() < 0.4
+    elif name == "adam":
+        opt.update(beta_1=rng.choice((0.9, 0.5)), beta_2=rng.choice((0.999, 0.9)),
+                   epsilon=rng.choice((1e-7, 1e-3, 0.1)), amsgrad=rng.random() < 0.4)
+    else:
+        opt.update(rho=rng.choice((0.9, 0.5)), momentum=rng.choice((0.0, 0.5)), epsilon=rng.choice((1e-7, 0.1)),
+                   centered=rng.random() < 0.3)
+    clip = rng.choice((None, None, None, "clipnorm", "clipvalue", "global_clipnorm"))
+    if clip:
+        opt[clip] = rng.choice((0.1, 1.0))
+    if rng.random() < 0.15:
+        opt["weight_decay"] = rng.choice((0.01, 0.1))
+    return opt
+
+
+def _metric(rng: random.Random, task: str) -> list[Any]:
+    """A metric identifier for ``task``: a name, or a class name (instantiated with random options)."""
+    name = rng.choice(METRICS[task])
+    options: Spec = {}
+    if name.startswith(("TopK", "SparseTopK")):
+        options["k"] = rng.choice((1, 2))
+    if name.endswith("Crossentropy"):
+        options["from_logits"] = rng.random() < 0.5
+    if name == "BinaryAccuracy":
+        options["threshold"] = rng.choice((0.5, 0.0))
+    if name[0].isupper() and rng.random() < 0.3:
+        options["name"] = rng.choice(("m", "loss", "accuracy"))
+    return [name, options]
+
+
+def _output(rng: random.Random, task: str, loss: Spec) -> tuple[int, str | None, str]:
+    """The output layer's units and activation and the labels' shape kind for ``task``."""
+    if task == "regression":
+        units = rng.choice((1, 1, 2, 3))
+        return units, rng.choice((None, None, "linear", "tanh")), rng.choice(("matrix", "flat")) if units == 1 \
+            else "matrix"
+    if task == "binary":
+        units = rng.choice((1, 1, 1, 2))
+        logits = loss.get("from_logits", False)
+        activation = rng.choice((None, None, "sigmoid")) if logits else rng.choice(("sigmoid", "sigmoid", None))
+        return units, activation, rng.choice(("matrix", "flat")) if units == 1 else "matrix"
+    units = rng.choice((2, 3, 4))
+    logits = loss.get("from_logits", False)
+    activation = rng.choice((None, None, "softmax")) if logits else rng.choice(("softmax", "softmax", None))
+    return units, activation, rng.choice(("flat", "flat", "column")) if task == "sparse" else "matrix"
+
+
+def _batching(rng: random.Random) -> Spec:
+    """How fit reads its data: arrays (a batch size or Keras' default), a dataset (batched, maybe with a dropped
+    remainder, maybe repeated) or a distributed dataset."""
+    kind = rng.choice(("arrays", "arrays", "dataset", "dataset", "distributed"))
+    batch = rng.choice((None, 2, 3, 4, 4, 6, 8)) if kind == "arrays" else rng.choice((2, 3, 4, 4, 5, 6, 8))
+    fit: Spec = {"kind": kind, "batch": batch}
+    if kind != "arrays":
+        fit["drop_remainder"] = rng.random() < 0.15
+        fit["repeat"] = rng.random() < 0.25
+    if fit.get("repeat") or rng.random() < 0.2:
+        fit["steps_per_epoch"] = rng.choice((1, 2, 3, 5))
+    return fit
+
+
+def _validation(rng: random.Random, fit: Spec) -> Spec | None:
+    """Validation data (arrays, with weights or not, or a dataset) or split, and its steps/batch size/frequency."""
+    kind = rng.choice((None, None, "split", "arrays", "dataset"))
+    if kind is None or (kind == "split" and fit["kind"] != "arrays"):
+        return None
+    validation: Spec = {"kind": kind}
+    if kind == "split":
+        validation["fraction"] = rng.choice((0.2, 0.25, 0.5))
+    else:
+        validation["n"] = rng.choice((2, 3, 4, 6))
+        validation["weights"] = rng.random() < 0.3
+    if kind == "dataset":
+        validation["batch"] = rng.choice((2, 3, 4))
+    elif rng.random() < 0.3:
+        validation["batch_size"] = rng.choice((2, 4))
+    if kind == "dataset" and rng.random() < 0.3:
+        validation["steps"] = rng.choice((1, 2))
+    if rng.random() < 0.3:
+        validation["freq"] = rng.choice((2, [1, 3], [2]))
+    return validation
+
+
+def _weighting(rng: random.Random, spec: Spec) -> None:
+    """Sample weights (a vector or a column) or class weights (classification: maybe missing a class)."""
+    choice = rng.choice((None, None, None, "sample", "class" if spec["task"] != "regression" else "sample"))
+    if choice == "sample":
+        spec["sample_weight"] = rng.choice(("vector", "vector", "column"))
+    elif choice == "class" and spec["fit"]["kind"] != "distributed":
+        classes = 2 if spec["task"] == "binary" else spec["units"]
+        spec["class_weight"] = {str(c): rng.choice((0.5, 1.0, 2.0, 0.0)) for c in range(classes)
+                                if rng.random() < 0.85}
+        if not spec["class_weight"]:
+            spec["class_weight"] = {"0": 2.0}
+
+
+def generate(rng: random.Random) -> Spec:
+    """A random training setup whose first global batches split evenly over setup A's replicas (in its scope)."""
+    while True:
+        spec = _candidate(rng)
+        if valid(spec):
+            return spec
+
+
+def _candidate(rng: random.Random) -> Spec:
+    """One random setup (maybe with an uneven first batch)."""
+    task = rng.choice(TASKS)
+    loss = _loss(rng, task)
+    units, activation, labels = _output(rng, task, loss)
+    spec: Spec = {"area": "keras", "scope": rng.choice(("strategy", "strategy", "default")),
+                  "seed": rng.randrange(10**6), "features": rng.choice((1, 2, 3, 4)), "task": task,
+                  "hidden": [[rng.choice((1, 2, 3, 5)), rng.choice(ACTIVATIONS), rng.random() < 0.8]
+                             for _ in range(rng.choice((0, 1, 1, 2)))],
+                  "units": units, "activation": activation, "use_bias": rng.random() < 0.85, "labels": labels,
+                  "init": rng.choice(("set_weights", "set_weights", "set_weights", "zeros", "ones")),
+                  "input": rng.choice(("Input", "Input", "input_shape", "none")),
+                  "loss": loss, "optimizer": _optimizer(rng),
+                  "metrics": [_metric(rng, task) for _ in range(rng.choice((0, 1, 1, 2)))],
+                  "weighted_metrics": [_metric(rng, task) for _ in range(rng.choice((0, 0, 1)))],
+                  "n": rng.randint(1, 20), "epochs": rng.choice((1, 2, 2, 3)),
+                  "initial_epoch": rng.choice((0, 0, 0, 0, 1, 2))}
+    if spec["input"] == "none" and spec["init"] == "set_weights":
+        spec["init"] = "ones"  # a model without an input shape has no weights to set before fit
+    if spec["init"] != "set_weights":
+        # Constant weights make units symmetric: gradients nearly 0, whose rounding Adam and RMSprop amplify to the
+        # size of the learning rate, and outputs that tie, which accuracies break by rounding. Noise, not differences.
+        if spec["optimizer"]["name"] != "sgd":
+            spec["optimizer"] = {"name": "sgd", "form": "name"}
+        for key in ("metrics", "weighted_metrics"):
+            spec[key] = [m for m in spec[key] if "ccuracy" not in m[0]]
+    spec["fit"] = _batching(rng)
+    if spec["scope"] == "default" and spec["fit"]["kind"] == "distributed":
+        spec["fit"]["kind"] = "dataset"
+        spec["fit"].setdefault("drop_remainder", False)
+        spec["fit"].setdefault("repeat", False)
+    spec["validation"] = _validation(rng, spec["fit"])
+    _weighting(rng, spec)
+    spec["evaluate"] = {"kind": rng.choice(("arrays", "dataset")), "batch": rng.choice((None, 2, 4, 3)),
+                        "return_dict": rng.random() < 0.3, "weighted": rng.random() < 0.3}
+    spec["predict"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 1, 2, 3))}
+    if spec["scope"] == "default" and spec["predict"]["kind"] == "distributed":
+        spec["predict"]["kind"] = "dataset"
+    return spec
+
+
+def _first_batches(spec: Spec) -> list[int]:
+    """The sizes of the first global batches of fit, of its validation and of evaluate (0: no data)."""
+    n, fit, validation = spec["n"], spec["fit"], spec["validation"]
+    train = n
+    if validation and validation["kind"] == "split":
+        train = int(math.floor(n * (1.0 - validation["fraction"])))
+    steps = fit.get("steps_per_epoch")
+    batch = fit["batch"] or (int(math.ceil(train / steps)) if steps and fit["kind"] == "arrays" else 32)
+    sizes = [0 if fit.get("drop_remainder") and train < batch else min(batch, train)]
+    if validation:
+        val_n = n - train if validation["kind"] == "split" else validation["n"]
+        val_batch = validation.get("batch") or validation.get("batch_size") or (
+            fit["batch"] if fit["kind"] == "arrays" else None) or 32
+        sizes.append(min(val_batch, val_n))
+    evaluate = spec["evaluate"]
+    sizes.append(min(evaluate["batch"] or 32, n))
+    return sizes
+
+
+def valid(spec: Spec) -> bool:
+    """False for specs TF refuses for the deliberate difference (an uneven first batch under the strategy)."""
+    return spec["scope"] == "default" or all(size % REPLICAS == 0 for size in _first_batches(spec))
+
+
+def shrink(spec: Spec) -> Iterator[Spec]:
+    """Plainer setups: fewer hidden layers, metrics, epochs and options; no validation, weights or clipping."""
+    candidates: list[Spec] = []
+    for i in range(len(spec["hidden"])):
+        candidates.append({**spec, "hidden": spec["hidden"][:i] + spec["hidden"][i + 1:]})
+    for key in ("metrics", "weighted_metrics"):
+        for i in range(len(spec[key])):
+            candidates.append({**spec, key: spec[key][:i] + spec[key][i + 1:]})
+    for key in ("validation", "sample_weight", "class_weight"):
+        if spec.get(key) is not None:
+            candidates.append({k: v for k, v in spec.items() if k != key} if key != "validation"
+                              else {**spec, "validation": None})
+    if spec["epochs"] > 1:
+        candidates.append({**spec, "epochs": spec["epochs"] - 1, "initial_epoch": min(spec["initial_epoch"],
+                                                                                     spec["epochs"] - 1)})
+    if spec["initial_epoch"]:
+        candidates.append({**spec, "initial_epoch": 0})
+    if spec["n"] > 1:
+        candidates.append({**spec, "n": spec["n"] - 1})
+    plain_opt = {k: v for k, v in spec["optimizer"].items()
+                 if k not in ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay")}
+    if plain_opt != spec["optimizer"]:
+        candidates.append({**spec, "optimizer": plain_opt})
+    if spec["fit"].get("steps_per_epoch") and not spec["fit"].get("repeat"):
+        candidates.append({**spec, "fit": {k: v for k, v in spec["fit"].items() if k != "steps_per_epoch"}})
+    yield from (c for c in candidates if valid(c))
+
+
+# -- building ---------------------------------------------------------------------------------------------
+
+
+def _frameworks(api: Any) -> tuple[Any, Any]:
+    """The ``keras`` module (Keras 3 on TF, mirrorlab.keras) and the ``data`` module of ``api``'s framework."""
+    if api.framework == "tensorflow":
+        import keras
+    else:
+        from mirrorlab import keras
+    return keras, api.data
+
+
+def _examples(spec: Spec, n: int, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` seeded inputs, labels of the spec's task and label shape, and positive sample weights (``offset``
+    seeds validation data apart from training data)."""
+    rng = np.random.RandomState(spec["seed"] + offset)
+    x = rng.uniform(-2, 2, (n, spec["features"])).astype(np.float32)
+    units, task = spec["units"], spec["task"]
+    if task == "regression":
+        y = rng.uniform(-1, 1, (n, units)).astype(np.float32)
+    elif task == "binary":
+        y = rng.randint(0, 2, (n, units)).astype(np.float32)
+    else:
+        classes = rng.randint(0, units, n)
+        y = np.eye(units, dtype=np.float32)[classes] if task == "categorical" else classes.astype(np.int64)
+    if spec["labels"] == "flat" and y.ndim == 2:
+        y = y[:, 0]
+    elif spec["labels"] == "column":
+        y = y.reshape(n, 1)
+    weights = rng.choice(np.array([0.0, 0.5, 1.0, 2.0], np.float32), n)
+    return x, y, weights.reshape(n, 1) if spec.get("sample_weight") == "column" else weights
+
+
+def _make_loss(keras: Any, loss: Spec) -> Any:
+    """The compiled loss: a name, a class instance or a function."""
+    kind = loss["kind"]
+    if loss["form"] == "name":
+        return loss["name"]
+    if loss["form"] == "function":
+        return getattr(keras.losses, LOSS_FUNCTIONS[kind])
+    options = {k: loss[k] for k in ("reduction", "delta", "from_logits", "label_smoothing") if k in loss}
+    return getattr(keras.losses, LOSS_CLASSES[kind])(**options)
+
+
+def _make_optimizer(keras: Any, opt: Spec) -> Any:
+    """The optimizer: its name or an instance with the spec's options."""
+    if opt["form"] == "name":
+        return opt["name"]
+    cls = {"sgd": keras.optimizers.SGD, "adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop}
+    return cls[opt["name"]](**{k: v for k, v in opt.items() if k not in ("name", "form")})
+
+
+def _make_metric(keras: Any, metric: list[Any]) -> Any:
+    """A metric name, or an instance of the named class with the spec's options."""
+    name, options = metric
+    return getattr(keras.metrics, name)(**options) if name[0].isupper() else name
+
+
+def _model(keras: Any, s: Any, spec: Spec) -> Any:
+    """The spec's Sequential model, compiled (in ``s``'s scope or under the default strategy) and started from the
+    spec's weights."""
+    layers = []
+    shape = (spec["features"],)
+    if spec["input"] == "Input":
+        layers.append(keras.Input(shape))
+    stack = [*spec["hidden"], [spec["units"], spec["activation"], spec["use_bias"]]]
+    init = {} if spec["init"] == "set_weights" else {"kernel_initializer": spec["init"],
+                                                     "bias_initializer": spec["init"]}
+    for i, (units, activation, use_bias) in enumerate(stack):
+        first = {"input_shape": shape} if i == 0 and spec["input"] == "input_shape" else {}
+        layers.append(keras.layers.Dense(units, activation=activation, use_bias=use_bias, name=f"d{i}", **init,
+                                         **first))
+    with s.scope() if spec["scope"] == "strategy" else contextlib.nullcontext():
+        model = keras.Sequential(layers)
+        if spec["init"] == "set_weights":
+            rng = np.random.RandomState(spec["seed"])
+            model.set_weights([rng.uniform(-1, 1, w.shape).astype(np.float32) for w in model.get_weights()])
+        model.compile(optimizer=_make_optimizer(keras, spec["optimizer"]), loss=_make_loss(keras, spec["loss"]),
+                      metrics=[_make_metric(keras, m) for m in spec["metrics"]],
+                      weighted_metrics=[_make_metric(keras, m) for m in spec["weighted_metrics"]] or None)
+    return model
+
+
+def _dataset(data: Any, s: Any, arrays: tuple, batch: int, how: Spec) -> Any:
+    """``arrays`` as a batched (repeated, distributed) dataset."""
+    dataset = data.Dataset.from_tensor_slices(arrays).batch(batch, drop_remainder=how.get("drop_remainder", False))
+    if how.get("repeat"):
+        dataset = dataset.repeat()
+    return s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed" else dataset
+
+
+def _fit(keras: Any, data: Any, s: Any, spec: Spec, model: Any) -> Any:
+    """fit's History (logs as float32, epochs) for the spec's data, validation and weights."""
+    x, y, w = _examples(spec, spec["n"], 0)
+    fit, validation = spec["fit"], spec["validation"]
+    weights = w if spec.get("sample_weight") else None
+    class_weight = {int(c): v for c, v in spec["class_weight"].items()} if spec.get("class_weight") else None
+    kwargs: Spec = {"epochs": spec["epochs"], "initial_epoch": spec["initial_epoch"], "verbose": 0,
+                    "steps_per_epoch": fit.get("steps_per_epoch"), "class_weight": class_weight}
+    if fit["kind"] == "arrays":
+        kwargs.update(x=x, y=y, sample_weight=weights, batch_size=fit["batch"], shuffle=False)
+    else:
+        kwargs["x"] = _dataset(data, s, (x, y) if weights is None else (x, y, weights), fit["batch"], fit)
+    if validation:
+        if validation["kind"] == "split":
+            kwargs["validation_split"] = validation["fraction"]
+        else:
+            xv, yv, wv = _examples(spec, validation["n"], 1)
+            arrays = (xv, yv, wv) if validation["weights"] else (xv, yv)
+            kwargs["validation_data"] = arrays if validation["kind"] == "arrays" else \
+                data.Dataset.from_tensor_slices(arrays).batch(validation["batch"])
+        for key in ("steps", "batch_size", "freq"):
+            if key in validation and not (key == "batch_size" and validation["kind"] == "dataset"):
+                kwargs[f"validation_{key}"] = validation[key]
+    events: list[str] = []
+    history = model.fit(**kwargs, callbacks=[_recorder(keras, events)])
+    return {"history": {k: [np.float32(v) for v in values] for k, values in sorted(history.history.items())},
+            "epoch": list(history.epoch), "events": events}
+
+
+def _recorder(keras: Any, events: list[str]) -> Any:
+    """A callback writing each hook fit calls (epoch and batch numbers, the epoch logs' keys) to ``events``."""
+    hooks = {"on_epoch_begin": lambda self, epoch, logs=None: events.append(f"epoch {epoch}"),
+             "on_train_batch_begin": lambda self, batch, logs=None: events.append(f"batch {batch}"),
+             "on_train_batch_end": lambda self, batch, logs=None: events.append(f"end {batch}"),
+             "on_epoch_end": lambda self, epoch, logs=None: events.append(f"epoch end {sorted(logs or {})}")}
+    return type("Recorder", (keras.callbacks.Callback,), hooks)()
+
+
+def _evaluate(data: Any, spec: Spec, model: Any) -> Any:
+    """evaluate on the training examples (weighted or not) as arrays or a dataset; its results as float32."""
+    x, y, w = _examples(spec, spec["n"], 0)
+    how = spec["evaluate"]
+    weights = w if how["weighted"] else None
+    if how["kind"] == "arrays":
+        result = model.evaluate(x, y, sample_weight=weights, batch_size=how["batch"], verbose=0,
+                                return_dict=how["return_dict"])
+    else:
+        arrays = (x, y) if weights is None else (x, y, weights)
+        result = model.evaluate(data.Dataset.from_tensor_slices(arrays).batch(how["batch"] or 32), verbose=0,
+                                return_dict=how["return_dict"])
+    if isinstance(result, dict):
+        return {k: np.float32(v) for k, v in sorted(result.items())}
+    return [np.float32(v) for v in result] if isinstance(result, list) else np.float32(result)
+
+
+def _predict(data: Any, s: Any, spec: Spec, model: Any) -> Any:
+    """predict on the training inputs as arrays, a dataset or a distributed dataset."""
+    x = _examples(spec, spec["n"], 0)[0]
+    how = spec["predict"]
+    if how["kind"] == "arrays":
+        return model.predict(x, batch_size=how["batch"], verbose=0)
+    dataset = data.Dataset.from_tensor_slices(x).batch(how["batch"] or 32)
+    return model.predict(s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed" else dataset,
+                         verbose=0)
+
+
+def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
+    """The case function of ``spec``: build and compile, fit, then the weights, evaluate and predict (each an
+    outcome: a value or the error it raised)."""
+    def fn(api: Any, s: Any) -> dict[str, Any]:
+        keras, data = _frameworks(api)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = outcome(lambda: _model(keras, s, spec))
+            if isinstance(model, Exception):
+                return {"model": model}
+            return {"fit": outcome(lambda: _fit(keras, data, s, spec, model)), "weights": outcome(model.get_weights),
+                    "evaluate": outcome(lambda: _evaluate(data, spec, model)),
+                    "predict": outcome(lambda: _predict(data, s, spec, model))}
+    return fn
