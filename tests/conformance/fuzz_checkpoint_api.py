@@ -32,6 +32,7 @@ MODEL_STATES = ("unbuilt", "built", "slots", "trained")
 CHECKS = ("assert_consumed", "assert_existing_objects_matched", "assert_nontrivial_match", "expect_partial")
 PREFIXES = ("ckpt", "ckpt", "sub/ckpt", "other")
 MAX_STEPS = 10
+STATE_FILES = ("garbage", "no_latest", "other", "absolute_missing", "paths_only")  # see fuzz_checkpoint_steps
 
 
 # -- trees ------------------------------------------------------------------------------------------------
@@ -189,7 +190,8 @@ def _step(rng: random.Random, state: dict[str, Any]) -> list[Any]:
     """One random step; ``state`` follows the tree (attach) and whether a manager exists."""
     kinds = ["save", "save", "save", "write", "assign", "assign", "assign_replicas", "attach", "alias", "counter",
              "train", "restore", "restore", "restore", "manager", "manager_info", "latest", "state", "list_variables",
-             "load_variable", "load_variable", "reader", "files", "files", "delete", "restore_or_initialize"]
+             "load_variable", "load_variable", "reader", "files", "files", "delete", "restore_or_initialize",
+             "state_file"]
     if state["manager"]:
         kinds += ["manager_save"] * 4
     kind = rng.choice(kinds)
@@ -213,8 +215,10 @@ def _step(rng: random.Random, state: dict[str, Any]) -> list[Any]:
         root = state["tree"][2]
         name = rng.choice([n for n in NAMES if root is None or n not in root[1]])
         existing = rng.choice(sorted(state["tree"][1]))
+        if state["tree"][1][existing][0] == "model" and state["tree"][1][existing][2] and rng.random() < 0.5:
+            return ["alias", name, existing, "optimizer"]  # the model's optimizer beside it (not in the tree)
         state["tree"][1][name] = state["tree"][1][existing]
-        return ["alias", name, existing]
+        return ["alias", name, existing, None]
     if kind == "restore":
         return _restore(rng, state["tree"])
     if kind == "manager":
@@ -233,6 +237,8 @@ def _step(rng: random.Random, state: dict[str, Any]) -> list[Any]:
     if kind == "load_variable":
         return ["load_variable", _source(rng, readers=True), rng.choice(("key", "key", "key", "colon", "bare",
                                                                           "missing", "graph")), rng.randint(0, 6)]
+    if kind == "state_file":
+        return ["state_file", rng.choice(("", "", "m")), rng.choice(STATE_FILES)]
     if kind == "delete":
         return ["delete", _source(rng, readers=True)]
     return [kind]

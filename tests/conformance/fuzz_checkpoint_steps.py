@@ -84,9 +84,22 @@ class _Model:
         with self.run.s.scope():
             self.optimizer.build(self.model.trainable_variables)
 
-    def alias(self, name: str, existing: str) -> None:
-        """Attach an object the saving checkpoint holds under a second name (saved under its first path)."""
-        setattr(self.root, name, getattr(self.root, existing))
+    def alias(self, name: str, existing: str, part: str | None) -> None:
+        """Attach an object the saving checkpoint holds (or that model's optimizer) under a second name (its values
+        are saved under their first path)."""
+        found = getattr(self.root, existing)
+        setattr(self.root, name, getattr(found, part) if part else found)
+
+    def state_file(self, sub: str, kind: str) -> None:
+        """Write a ``checkpoint`` state file by hand: unparsable, without a latest checkpoint, naming another
+        prefix, an absolute missing one, or listing paths only."""
+        text = {"garbage": "this is { not a proto\n", "no_latest": 'all_model_checkpoint_paths: "ckpt-1"\n',
+                "other": 'model_checkpoint_path: "other-1"\nall_model_checkpoint_paths: "other-1"\n',
+                "absolute_missing": f'model_checkpoint_path: "{self.dir / "gone-3"}"\n',
+                "paths_only": 'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\n'
+                              'all_model_checkpoint_paths: "ckpt-2"\n'}[kind]
+        (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.dir / sub / "checkpoint").write_text(text)
 
     def train(self) -> None:
         """One optimizer step in every replica with gradients of ones times (replica + 1)."""
@@ -216,9 +229,22 @@ class Run:
         self.leaves = {k: v for k, v in self.leaves.items() if not k.startswith(f"/{name}/") and k != f"/{name}"}
         setattr(self.root, name, self.make(node, f"/{name}", self.leaves))
 
-    def alias(self, name: str, existing: str) -> None:
-        """Attach an object the saving checkpoint holds under a second name (saved under its first path)."""
-        setattr(self.root, name, getattr(self.root, existing))
+    def alias(self, name: str, existing: str, part: str | None) -> None:
+        """Attach an object the saving checkpoint holds (or that model's optimizer) under a second name (its values
+        are saved under their first path)."""
+        found = getattr(self.root, existing)
+        setattr(self.root, name, getattr(found, part) if part else found)
+
+    def state_file(self, sub: str, kind: str) -> None:
+        """Write a ``checkpoint`` state file by hand: unparsable, without a latest checkpoint, naming another
+        prefix, an absolute missing one, or listing paths only."""
+        text = {"garbage": "this is { not a proto\n", "no_latest": 'all_model_checkpoint_paths: "ckpt-1"\n',
+                "other": 'model_checkpoint_path: "other-1"\nall_model_checkpoint_paths: "other-1"\n',
+                "absolute_missing": f'model_checkpoint_path: "{self.dir / "gone-3"}"\n',
+                "paths_only": 'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\n'
+                              'all_model_checkpoint_paths: "ckpt-2"\n'}[kind]
+        (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.dir / sub / "checkpoint").write_text(text)
 
     def train(self) -> None:
         """One optimizer step of every model with an optimizer."""
@@ -400,8 +426,11 @@ class Run:
 
     def listing(self) -> dict[str, Any]:
         """The directory's checkpoint prefixes and the state files' lines."""
-        return {"files": files(self.dir), **{f"state{'/' + sub if sub else ''}": state(self.dir / sub)
-                                             for sub in ("", "sub", "m")}}
+        def lines(sub: str) -> list[str] | None:
+            """The state file's lines in ``sub`` (the case directory as ``<dir>``)."""
+            found = state(self.dir / sub)
+            return None if found is None else [self.shown(line) for line in found]
+        return {"files": files(self.dir), **{f"state{'/' + sub if sub else ''}": lines(sub) for sub in ("", "sub", "m")}}
 
     def step(self, step: list[Any]) -> Any:
         """One step's result."""
@@ -411,7 +440,7 @@ class Run:
             "save": lambda prefix: self.track(self.root.save(str(self.dir / prefix))),
             "write": lambda prefix: self.track(self.root.write(str(self.dir / prefix))),
             "assign": self.assign, "assign_replicas": self.assign_replicas, "attach": self.attach,
-            "alias": self.alias,
+            "alias": self.alias, "state_file": self.state_file,
             "counter": lambda: self.root.save_counter.numpy(), "train": self.train, "restore": self.restore,
             "manager": self.new_manager, "manager_save": self.manager_save,
             "manager_info": lambda: self.manager_info(self.manager) if self.manager is not None else "no manager",
