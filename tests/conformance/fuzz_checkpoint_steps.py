@@ -430,7 +430,8 @@ class Run:
             """The state file's lines in ``sub`` (the case directory as ``<dir>``)."""
             found = state(self.dir / sub)
             return None if found is None else [self.shown(line) for line in found]
-        return {"files": files(self.dir), **{f"state{'/' + sub if sub else ''}": lines(sub) for sub in ("", "sub", "m")}}
+        states = {f"state{'/' + sub if sub else ''}": lines(sub) for sub in ("", "sub", "m")}
+        return {"files": files(self.dir), **states}
 
     def step(self, step: list[Any]) -> Any:
         """One step's result."""
