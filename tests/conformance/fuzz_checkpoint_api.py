@@ -1,6 +1,7 @@
 """Random sequences over the checkpoint API for fuzz_against_tf.py, run in the setup's strategy (A, B, M1): a tree of
 trackables (variables of every kind, nested Checkpoints, dicts, lists, Keras models with optimizers whose slots exist
-or have trained, ``Checkpoint(root=...)``), then random steps: assign, attach, save/write, restore/read into the same
+or have trained, ``Checkpoint(root=...)``), then random steps: assign, attach (new objects, or held ones under a
+second name), hand-written state files, save/write, restore/read into the same
 objects or a changed tree (missing, extra, late-attached, other dtype or shape, built later) with the status checks,
 CheckpointManager (max_to_keep, keep_checkpoint_every_n_hours, names, step counters and intervals, numbers,
 restore_or_initialize), latest_checkpoint, get_checkpoint_state, list_variables, load_variable, load_checkpoint's
