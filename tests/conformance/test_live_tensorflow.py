@@ -10,6 +10,7 @@ import pytest
 
 from .adapters import MirrorlabApi, TfApi
 from .cases import CASES, recorded_cases
+from .fuzz_against_tf import AREAS
 from .harness import load_golden, worker_differences
 from .known_differences import case_params
 
@@ -64,12 +65,12 @@ def test_random_pipelines_match_live_tensorflow(tf_api: TfApi, seed: int) -> Non
     assert not problems, "pipelines differ from live TF:\n" + "\n".join(problems[:20])
 
 
-@pytest.mark.parametrize("area", ["dataset", "collective", "checkpoint", "variable"])
+@pytest.mark.parametrize("area", sorted(AREAS))
 def test_fuzzed_cases_match_live_tensorflow(tf_api: TfApi, area: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A few cases of the differential fuzzer (fuzz_against_tf.py, which runs thousands by hand) agree with TF."""
     import random
 
-    from .fuzz_against_tf import AREAS, Fuzzer
+    from .fuzz_against_tf import Fuzzer
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     fuzzer = Fuzzer(tf_api)
