@@ -53,6 +53,11 @@ class CompileMetrics:
         self.weighted = compiled(self._weighted_identifiers, y_true_shape, y_pred_shape)
         self.built = True
 
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        """Each metric's shape errors for these static shapes (see ``Metric.check_shapes``)."""
+        for metric in self.metrics:
+            metric.check_shapes(y_true_shape, y_pred_shape)
+
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         for metric in self.unweighted:
             metric.update_state(y_true, y_pred, sample_weight=None)  # as Keras calls them

@@ -137,7 +137,7 @@ def _array_dataset(x: Any, y: Any, sample_weight: Any, batch_size: int | None, s
     _check_cardinality(arrays)
     samples = len(x)
     dataset = Dataset.from_tensor_slices(arrays)
-    if shuffle:
+    if shuffle and samples:  # (Keras permutes the arrays: no samples, nothing to shuffle)
         dataset = dataset.shuffle(samples)
     size = batch_size or (int(math.ceil(samples / steps)) if steps else 32)
     return dataset.batch(size, drop_remainder=samples % size == 0)

@@ -26,7 +26,7 @@ from .registry import resolve
 __all__ = ["Loss", "Reduction", "MeanSquaredError", "MeanAbsoluteError", "Huber", "SparseCategoricalCrossentropy",
            "BinaryCrossentropy", "CategoricalCrossentropy", "mean_squared_error", "mean_absolute_error", "huber",
            "sparse_categorical_crossentropy", "binary_crossentropy", "categorical_crossentropy", "get",
-           "compute_average_loss"]
+           "check_function_shapes", "compute_average_loss"]
 
 EPSILON = 1e-7
 REDUCTIONS = ("sum_over_batch_size", "sum", None, "none", "mean", "mean_with_sample_weight")
@@ -511,6 +511,15 @@ def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False
                              axis: int = -1) -> Any:
     """Per-example categorical cross-entropy over ``axis``, in ``y_pred``'s dtype; no rank matching."""
     return _function_form(CategoricalCrossentropy(from_logits, label_smoothing, axis, reduction=None), y_true, y_pred)
+
+
+def check_function_shapes(fn: Callable[..., Any], y_true_shape: tuple, y_pred_shape: tuple) -> None:
+    """The shape errors the per-example function ``fn`` raises (a metric's, in a traced step) for labels and
+    predictions of these static shapes (None: unknown): the cross-entropies' checks, without rank matching."""
+    if fn in (binary_crossentropy, categorical_crossentropy):
+        _check_dense_shapes(tuple(y_true_shape), tuple(y_pred_shape))
+    elif fn is sparse_categorical_crossentropy:
+        _check_sparse_shapes(tuple(y_true_shape), tuple(y_pred_shape))
 
 
 _CLASS_OF_FUNCTION: dict[Callable[..., Any], type[Loss]] = {

@@ -69,6 +69,10 @@ class Metric(ABC):
     def update_state(self, *args: Any, **kwargs: Any) -> None:
         """Implemented by subclasses."""
 
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        """The shape errors Keras raises when it traces a step updating this metric on labels and predictions of
+        these static shapes (None: unknown); none here."""
+
     @abstractmethod
     def result(self) -> Any:
         """Implemented by subclasses."""
@@ -204,6 +208,9 @@ class MeanMetricWrapper(Mean):
         self._fn, self._fn_kwargs = fn, kwargs
         if fn in losses.FUNCTIONS.values():
             self._direction = "down"  # a loss: lower is better
+
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        losses.check_function_shapes(self._fn, y_true_shape, y_pred_shape)
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         y_pred = asarray(untracked(y_pred), self.dtype)

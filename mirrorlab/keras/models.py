@@ -29,6 +29,7 @@ from . import weights_file
 from .callbacks import BatchLogs, Callback, CallbackList, History
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_dataset, train_validation_split, unpack_x_y_sample_weight
+from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer
 
 __all__ = ["Model", "Sequential"]
@@ -48,6 +49,7 @@ class Model:
         self._initial_epoch: int | None = None
         self._loss_tracker: metrics_lib.Mean | None = None
         self._traced_shapes: tuple[tuple, tuple] | None = None  # static label and output shapes of the data
+        self._loss_built = False  # Keras' compiled loss was built (in a strategy's scope: on the first batch)
 
     # -- structure ---------------------------------------------------------------------------------
 
@@ -230,6 +232,7 @@ class Model:
             self.loss = None if losses_lib.chosen_by_shapes(loss) else losses_lib.as_loss(loss)
             self._loss_tracker = metrics_lib.Mean("loss")
         self._compile_metrics = compile_metrics
+        self._loss_built = False
         restore_on_create(self)
 
     def _prepare(self, data: DistributedDataset, training: bool = False) -> None:
@@ -246,9 +249,7 @@ class Model:
         self._traced_shapes = None
         if len(specs) < 2:
             return
-        y_true_shape, y_pred_shape = tuple(specs[1].shape), x_shape
-        for layer in self.layers:
-            y_pred_shape = layer.compute_output_shape(y_pred_shape)
+        y_true_shape, y_pred_shape = tuple(specs[1].shape), self._output_shape(x_shape)
         self._traced_shapes = (y_true_shape, y_pred_shape)
         if self._compile_metrics is None or self._compile_metrics.built:
             return
@@ -256,6 +257,47 @@ class Model:
             self.loss = losses_lib.for_shapes(y_true_shape, y_pred_shape)
         with self._strategy.scope():
             self._compile_metrics.build(y_true_shape, y_pred_shape)
+
+    def _prepare_training(self, data: DistributedDataset) -> None:
+        """``_prepare`` for fit, and the optimizer's slots."""
+        self._prepare(data, training=True)
+        with self._strategy.scope():
+            if not self.optimizer.built:
+                self.optimizer.build(self.trainable_variables)
+
+    def _build_from_first_batch(self, data: DistributedDataset, training: bool = False) -> bool:
+        """Keras' build before fit or evaluate runs, for a model made in a strategy's scope: the model, its metrics
+        (and, to train, the optimizer) are built from the data's first batch up front, so data without batches raises
+        StopIteration as there. Under the default strategy the first step's trace builds them (even on data without
+        batches; fit without epochs builds nothing): returns False, not built yet."""
+        if self._strategy._is_default:
+            return False
+        first = next(iter(data))
+        metrics_unbuilt, loss_unbuilt = not self._compile_metrics.built, not self._loss_built
+        if training:
+            self._prepare_training(data)
+        else:
+            self._prepare(data)
+        x, y, _ = unpack_x_y_sample_weight(first)
+        if y is None:
+            return True
+        # Keras computes the metrics, then the loss, once on the first batch (a replica's share) to build them: their
+        # shape errors show its shapes.
+        x_shape, y_shape = (tuple(self._strategy.experimental_local_results(v)[0].shape) for v in (x, y))
+        shapes = (y_shape, self._output_shape(x_shape))
+        if metrics_unbuilt:
+            self._compile_metrics.check_shapes(*shapes)
+        if loss_unbuilt:
+            self._loss_built = True
+            self.loss.check_shapes(*shapes)
+        return True
+
+    def _output_shape(self, input_shape: tuple) -> tuple:
+        """The model's output shape for inputs of ``input_shape``."""
+        shape = input_shape
+        for layer in self.layers:
+            shape = layer.compute_output_shape(shape)
+        return shape
 
     def _distributed(self, data: Dataset | DistributedDataset) -> DistributedDataset:
         return data if isinstance(data, DistributedDataset) else self._strategy.experimental_distribute_dataset(data)
@@ -273,15 +315,16 @@ class Model:
             out = self(x, training=train)
             if self._traced_shapes is not None:  # Keras' shape errors name the shapes its trace saw
                 self.loss.check_shapes(*self._traced_shapes)
+                self._compile_metrics.check_shapes(*self._traced_shapes)
             loss = self.loss.in_step(y, out, sample_weight)
             for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
                 loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
         value = untracked(loss)
         self._loss_tracker.update_state(value * replicas if replicas > 1 else value,
                                         sample_weight=np.float32(np.shape(x)[0]))
-        if train:
+        self._compile_metrics.update_state(y, untracked(out), sample_weight)  # (its errors, as Keras' trace, come
+        if train:                                                            # before any update)
             self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
-        self._compile_metrics.update_state(y, untracked(out), sample_weight)
 
     def _results(self) -> dict[str, float]:
         return {"loss": float(self._loss_tracker.result()), **self._compile_metrics.result()}
@@ -306,10 +349,11 @@ class Model:
         distributed dataset or NumPy arrays (with ``sample_weight`` or ``class_weight``, a map from class id to
         weight, also applied to a dataset's labels).
 
-        With ``steps_per_epoch`` one iterator runs across epochs (use ``repeat()`` for endless input);
-        without it every epoch iterates the whole dataset afresh. ``validation_data`` (``(x, y)``,
-        ``(x, y, sample_weight)`` or a dataset), or else the last ``validation_split`` of the arrays (taken before
-        shuffling), is evaluated after the epochs ``validation_freq`` picks (every n-th, or those listed, counting
+        With ``steps_per_epoch`` one iterator runs across epochs, and data that ends starts a fresh pass in the next
+        epoch (see ``EpochIterator``); without it every epoch iterates the whole dataset afresh. The model, its
+        metrics and the optimizer are built from the first batch (``_build_from_first_batch``).
+        ``validation_data`` (``(x, y)``, ``(x, y, sample_weight)`` or a dataset), or else the last
+        ``validation_split`` of the arrays (taken before shuffling), is evaluated after the epochs ``validation_freq`` picks (every n-th, or those listed, counting
         from 1), on the first ``validation_steps`` batches of a fresh pass, as Keras 3 does; its results enter the
         logs as ``val_<name>``."""
         if self.optimizer is None:
@@ -318,10 +362,7 @@ class Model:
             (x, y, sample_weight), validation_data = train_validation_split((x, y, sample_weight), validation_split)
         val_x, val_y, val_sample_weight = unpack_x_y_sample_weight(validation_data)
         data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps_per_epoch, shuffle, class_weight))
-        self._prepare(data, training=True)
-        with self._strategy.scope():
-            if not self.optimizer.built:
-                self.optimizer.build(self.trainable_variables)
+        built = self._build_from_first_batch(data, training=True)
         history = History()
         cbs = CallbackList([*(callbacks or []), history], self,  # History last, as Keras adds it (it sees their logs)
                            {"epochs": epochs, "steps": steps_per_epoch, "verbose": verbose})
@@ -329,26 +370,28 @@ class Model:
         self._initial_epoch = None
         cbs.on_train_begin()
         start = initial_epoch if self._initial_epoch is None else max(initial_epoch, self._initial_epoch)
-        iterator = iter(data) if steps_per_epoch is not None else None
+        epoch_iterator = EpochIterator(data, steps_per_epoch)
+        trained = False  # a step ran: from then on every epoch logs the metrics (reset ones after an empty epoch)
         training_logs = None
         for epoch in range(start, epochs):
             self._reset_metrics()
             cbs.on_epoch_begin(epoch)
             steps = 0
-            epoch_iter = iterator if iterator is not None else iter(data)
-            for batch in epoch_iter:
-                cbs.on_train_batch_begin(steps)
-                self._strategy.run(self._step, args=(batch, True))
-                steps += 1
-                cbs.on_train_batch_end(steps - 1, BatchLogs(self._results))
-                if self.stop_training or (steps_per_epoch is not None and steps >= steps_per_epoch):
+            for step in epoch_iterator.steps():
+                cbs.on_train_batch_begin(step)
+                if not built:  # Keras traces its step (and builds) before the step reads its batch
+                    self._prepare_training(data)
+                    built = True
+                batch = epoch_iterator.next_batch()
+                if batch is None:
                     break
-            if steps_per_epoch is not None and steps < steps_per_epoch and not self.stop_training:
-                self._print(verbose, f"Your input ran out of data after {steps} of {steps_per_epoch} steps in "
-                                     f"epoch {epoch + 1}; training stops. Use dataset.repeat() for endless input.")
-                self.stop_training = True
-            logs = self._results() if steps else {}
-            if validation_data is not None and steps and _should_validate(epoch, validation_freq):
+                self._strategy.run(self._step, args=(batch, True))
+                trained, steps = True, steps + 1
+                cbs.on_train_batch_end(step, BatchLogs(self._results))
+                if self.stop_training:
+                    break
+            logs = self._results() if trained else {}
+            if validation_data is not None and _should_validate(epoch, validation_freq):
                 logs.update({f"val_{k}": v for k, v in self.evaluate(
                     val_x, val_y, batch_size=validation_batch_size or batch_size, sample_weight=val_sample_weight,
                     steps=validation_steps, return_dict=True).items()})
@@ -370,13 +413,18 @@ class Model:
         if kwargs:
             raise ValueError(f"Arguments not recognized: {kwargs}")
         data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps))
-        self._prepare(data)
+        if not self._build_from_first_batch(data):
+            self._prepare(data)
         self._reset_metrics()
-        for count, batch in enumerate(data, start=1):
-            self._strategy.run(self._step, args=(batch, False))
-            if steps is not None and count >= steps:
+        batches = EpochIterator(data, steps)  # one epoch: ``steps`` batches or one pass, as Keras reads them
+        count = 0
+        for _ in batches.steps():
+            batch = batches.next_batch()
+            if batch is None:
                 break
-        logs = self._results()
+            self._strategy.run(self._step, args=(batch, False))
+            count += 1
+        logs = self._results() if count else {}  # no step: Keras returns empty logs
         if return_dict:
             return logs
         names = ["loss", *(m.name for m in self.compiled_metrics)]

@@ -1533,3 +1533,144 @@ def fit_shape_errors(env: KerasEnv) -> Result:
         "broadcast_weights_gradient": attempt(broadcast_weights),
         "matrix_weights_on_replicas": attempt(trained_with_matrix_weights),
     }
+
+
+# -- the epoch iterator, building on the first batch, metric shape errors -------------------------------------
+
+
+def _hook_recorder(env: KerasEnv, events: list[str]) -> Any:
+    """A callback writing each hook fit calls (epoch and batch numbers, the epoch logs' keys) to ``events``."""
+    hooks = {"on_train_begin": lambda self, logs=None: events.append(f"begin {len(self.model.weights)} weights"),
+             "on_epoch_begin": lambda self, epoch, logs=None: events.append(f"epoch {epoch}"),
+             "on_train_batch_begin": lambda self, batch, logs=None: events.append(f"batch {batch}"),
+             "on_train_batch_end": lambda self, batch, logs=None: events.append(f"end {batch}"),
+             "on_epoch_end": lambda self, epoch, logs=None: events.append(f"epoch end {sorted(logs or {})}")}
+    return type("HookRecorder", (env.keras.callbacks.Callback,), hooks)()
+
+
+def _recorded_fit(env: KerasEnv, model: Any, *args: Any, **kwargs: Any) -> Result:
+    """History, hook sequence, "ran out of data" warnings and weights of ``model.fit(*args, **kwargs)``."""
+    events: list[str] = []
+    history, warned_of = warned(lambda: model.fit(*args, verbose=0, callbacks=[_hook_recorder(env, events)],
+                                                  **kwargs))
+    if isinstance(history, Exception):
+        return {"error": history, "events": events}
+    return {"history": _history(history), "events": events, "weights": model.get_weights(),
+            "ran_out_warnings": len([w for w in warned_of if "ran out of data" in w])}
+
+
+def _steps_per_epoch_fits(env: KerasEnv, scoped: bool) -> Result:
+    """steps_per_epoch on data that ends: 10 examples in 5 global batches of 2 (known number of batches), or behind a
+    filter (unknown); the epoch that reaches the end stops short and the next starts a fresh pass."""
+    data = env.data
+    x, y = _examples(10, 3)
+
+    def fit(source: str, steps: int | None, epochs: int = 3) -> Result:
+        model = _classifier(env) if scoped else _model(env, 3, lambda: env.keras.optimizers.SGD(learning_rate=0.1),
+                                                       env.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                                                       ["accuracy"], scoped=False)
+        dataset = data.Dataset.from_tensor_slices((x, y))
+        inputs = {"arrays": dict(x=x, y=y, batch_size=2, shuffle=False), "dataset": dict(x=dataset.batch(2)),
+                  "unknown": dict(x=dataset.filter(lambda a, b: True).batch(2))}[source]
+        return _recorded_fit(env, model, epochs=epochs, steps_per_epoch=steps, **inputs)
+    return {"arrays_2_of_5": attempt(lambda: fit("arrays", 2, epochs=4)),
+            "arrays_3_of_5": attempt(lambda: fit("arrays", 3)),
+            "dataset_3_of_5": attempt(lambda: fit("dataset", 3)),
+            "dataset_5_of_5": attempt(lambda: fit("dataset", 5, epochs=2)),
+            "dataset_7_of_5": attempt(lambda: fit("dataset", 7, epochs=2)),
+            "unknown_3": attempt(lambda: fit("unknown", 3, epochs=4)),
+            "unknown_2": attempt(lambda: fit("unknown", 2)),
+            "unknown_no_steps": attempt(lambda: fit("unknown", None, epochs=2))}
+
+
+@case
+def fit_steps_per_epoch_on_finite_data(env: KerasEnv) -> Result:
+    """Keras 3 keeps one iterator across epochs with steps_per_epoch; data that ends (known length: where its batches
+    are used up; unknown: at the step that finds the end, which Keras counts) stops that epoch short, with a warning,
+    and the next epoch starts a fresh pass (training goes on); in the strategy's scope and under the default one."""
+    return {"mirrored": attempt(lambda: _steps_per_epoch_fits(env, scoped=True)),
+            "default": attempt(lambda: _steps_per_epoch_fits(env, scoped=False))}
+
+
+def _lazy_model(env: KerasEnv, scoped: bool) -> Any:
+    """A model without an input shape (built by its first data), compiled with SGD, MSE and MAE."""
+    k = env.keras
+    with env.strategy.scope() if scoped else contextlib.nullcontext():
+        model = k.Sequential([k.layers.Dense(2, kernel_initializer="ones", name="lazy")])
+        model.compile(optimizer=k.optimizers.SGD(learning_rate=0.1), loss="mse", metrics=["mae"])
+    return model
+
+
+def _first_batch_builds(env: KerasEnv, scoped: bool) -> Result:
+    """What fit and evaluate build before (or without) a step, and what they make of data without batches (the step
+    Keras tries on them, its warning)."""
+    data = env.data
+    x, y = _examples(8, None)
+    empty = data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True)
+
+    def no_epochs() -> Result:
+        model = _lazy_model(env, scoped)
+        return {**_recorded_fit(env, model, x, y, batch_size=4, epochs=2, initial_epoch=2, shuffle=False),
+                "weight_shapes": [list(w.shape) for w in model.get_weights()]}
+
+    def evaluated(dataset: Any, return_dict: bool) -> Any:
+        model = _lazy_model(env, scoped)
+        result, warned_of = warned(lambda: model.evaluate(dataset, verbose=0, return_dict=return_dict))
+        return [result, len(model.get_weights()), len([w for w in warned_of if "ran out of data" in w])]
+    out: Result = {"no_epochs": attempt(no_epochs),
+                   "empty_dataset": attempt(lambda: _recorded_fit(env, _lazy_model(env, scoped), empty, epochs=2)),
+                   "empty_arrays": attempt(lambda: _recorded_fit(env, _lazy_model(env, scoped), x[:0], y[:0])),
+                   "evaluate_empty": attempt(lambda: evaluated(empty, False)),
+                   "evaluate_empty_dict": attempt(lambda: evaluated(empty, True)),
+                   "empty_validation": attempt(lambda: _recorded_fit(env, _lazy_model(env, scoped), x, y,
+                                                                      batch_size=4, shuffle=False,
+                                                                      validation_data=empty))}
+    if not scoped:  # an epoch without steps after trained ones logs the metrics as reset, and validates
+        unknown = data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(2)
+        out["empty_epoch_after_training"] = attempt(lambda: _recorded_fit(
+            env, _lazy_model(env, scoped), unknown, epochs=3, steps_per_epoch=2, validation_data=(x, y)))
+    return out
+
+
+@case
+def fit_builds_on_the_first_batch(env: KerasEnv) -> Result:
+    """A model made in a strategy's scope is built (with its metrics and optimizer) from the first batch before fit
+    or evaluate starts: data without batches raises StopIteration there, and fit without epochs builds; under the
+    default strategy the first step's trace builds, even on data without batches (then evaluate gives empty
+    results), and fit without epochs builds nothing."""
+    return {"mirrored": attempt(lambda: _first_batch_builds(env, scoped=True)),
+            "default": attempt(lambda: _first_batch_builds(env, scoped=False))}
+
+
+def _metric_shape_errors(env: KerasEnv, scoped: bool) -> Result:
+    """A metric refusing the labels' shape (binary cross-entropy of flat labels against a column of outputs; the loss
+    matches ranks and passes): no step trains; the message shows the first batch's shapes in the strategy's scope (on
+    the first fit), the traced ones otherwise (None for a partial batch)."""
+    k = env.keras
+    x, y = _examples(7, None)
+    flat = (y[:, 0] > 0).astype(np.float32)
+
+    def fit_then_evaluate(batch_size: int, examples: int = 7) -> Result:
+        trained = _model(env, 1, lambda: k.optimizers.SGD(learning_rate=0.5),
+                         k.losses.BinaryCrossentropy(from_logits=True), [k.metrics.BinaryCrossentropy(from_logits=True)],
+                         scoped=scoped)
+        return {"fit": attempt(lambda: trained.fit(x[:examples], flat[:examples], batch_size=batch_size, shuffle=False,
+                                                   verbose=0)),
+                "weights": trained.get_weights(),
+                "evaluate": attempt(lambda: trained.evaluate(x, flat, batch_size=2, verbose=0))}
+
+    def metric_after_loss_error() -> Any:  # a first fit failing in the loss and the metric: which one speaks
+        both = _model(env, 2, lambda: k.optimizers.SGD(), "categorical_crossentropy",
+                      [k.metrics.CategoricalCrossentropy()], scoped=scoped)
+        return both.fit(x[:4], np.eye(3)[[0, 1, 2, 0]], batch_size=4, shuffle=False, verbose=0)
+    return {"partial_batches": attempt(lambda: fit_then_evaluate(4)),
+            "one_batch": attempt(lambda: fit_then_evaluate(8, examples=6)),
+            "metric_and_loss_refuse": attempt(metric_after_loss_error)}
+
+
+@case
+def fit_metric_shape_errors(env: KerasEnv) -> Result:
+    """A compiled metric's shape error stops fit before any update, as Keras' traced step does, in the strategy's
+    scope and under the default strategy."""
+    return {"mirrored": attempt(lambda: _metric_shape_errors(env, scoped=True)),
+            "default": attempt(lambda: _metric_shape_errors(env, scoped=False))}
