@@ -11,9 +11,11 @@ fuzz_against_tf.py, which steers clear of them):
 
 * a collective (``ReplicaContext.all_reduce``/``all_gather``, ``strategy.gather``) of tensors that are empty on
   every replica: TF's MirroredStrategy over 2 CPUs segfaults (an all-reduce of empty tensors even with equal
-  shapes); mirrorlab returns the empty result;
+  shapes), and so does a worker of a 2-worker MWMS (``strategy.reduce`` with ``axis=None`` too); mirrorlab returns
+  the empty result;
 * a collective whose replicas disagree on shapes: TF raises InvalidArgumentError from the kernel and every later
-  collective of the process fails ("Restart your program to reset"), so no case can follow it; mirrorlab raises
+  collective of the process fails ("Restart your program to reset"), so no case can follow it (across the workers
+  of MWMS, ``strategy.reduce`` included, the collective blocks until a peer dies); mirrorlab raises
   CollectiveShapeMismatchError, a subclass of InvalidArgumentError that names every member's shape;
 * ``Dataset.rebatch`` with a negative size: TF builds the dataset and its kernel never returns from the first
   ``next()``; mirrorlab raises InvalidArgumentError when the dataset is built. ``rebatch([])``: TF fails by accident
@@ -24,6 +26,10 @@ fuzz_against_tf.py, which steers clear of them):
   numbers of values ("Shapes are: [tensor]: [1], [batch]: [7]", about one run in four the other way round) and for an
   element with as many values in another shape (copied into that shape), depends on thread timing; mirrorlab always
   takes the first element's;
+* an input pipeline that fails on one worker only (in C; e.g. ``distribute_datasets_from_function`` batching the
+  batches of its shard, where one worker's last batch is ragged): TF's other worker fails in its next collective
+  with a timing-dependent message and the cluster cannot go on (the fuzzer reports such specs as BROKE); mirrorlab
+  tells the other worker the failing worker's error through the group abort, as for ``ONE_FILE_REASON``;
 * a pass over a distributed dataset stopped before its end, then a new pass: TF's prefetching threads have read
   ahead of the stop by a varying amount, so a seeded shuffle under a ``repeat`` may have drawn the seeds of rounds
   nobody consumed (and a ``cache`` may have completed), and the next pass depends on timing; mirrorlab reads nothing

@@ -4,9 +4,11 @@ of 2 worker processes against mirrorlab's ``SimCluster(workers=2)`` (1 CPU each)
 A batch of specs runs in one TF cluster launch: both workers (on 127.0.0.1 in a private network namespace, as
 record_golden.py runs them) create their MWMS, then run the specs in order, each followed by a health check (an
 all-reduce with a timeout), and append one JSON line per spec. A spec after which the check fails, or during which
-the workers stop making progress (a collective that blocks until a peer dies), broke TF's collectives for the rest
-of the process: the launch is killed (its whole process group), the spec is reported as breaking (not compared), and
-a fresh cluster runs the specs after it. Every launch is bounded in time. A differing spec is minimized by running
+the workers stop making progress (a collective that blocks until a peer dies, a crash) in two launches, broke TF's
+collectives for the rest of the process: the launch is killed (its whole process group), the spec is reported as
+breaking (BROKE, not compared), and a fresh cluster runs the specs after it. Every launch is bounded in time. Most
+breaking specs are an input pipeline failing on one worker only (dataset_known_differences.py); the generators
+avoid the ones they can tell (``breaks_cluster``). A differing spec is minimized by running
 a level of its shrunk variants in one launch at a time (at most SHRINK_LEVELS launches).
 
 The children run a snapshot of the conformance package (TF's autograph reads a traced function's source file, so an
