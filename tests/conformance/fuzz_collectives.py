@@ -20,9 +20,13 @@ AXES = (None, 0, 0, 1, -1, [0, 1])
 
 
 def _shapes(rng: random.Random) -> list[list[int]]:
-    """Two replicas' shapes: a common tail, leading dimensions equal or not (0 included), or scalars."""
+    """Two replicas' shapes: a common tail, leading dimensions equal or not (0 included), or scalars, or (rows
+    alike) last dimensions that differ (gathers along the last axis)."""
     if rng.random() < 0.15:
         return [[], []]
+    if rng.random() < 0.12:
+        rows = rng.choice((1, 2, 3))
+        return [[rows, rng.choice((0, 1, 2, 3))] for _ in "ab"]
     tail = rng.choice(([], [], [2], [3], [2, 2]))
     rows = [rng.choice((0, 1, 2, 3, 4))] * 2 if rng.random() < 0.4 else [rng.choice((0, 1, 2, 3, 4)) for _ in "ab"]
     return [[r, *tail] for r in rows]
@@ -153,8 +157,9 @@ def _slices_json(s: Any, value: Any) -> list[tuple[Any, Any, Any]]:
 
 def _sparse(api: Any, s: Any, spec: Spec, how: str, op: str) -> Any:
     """IndexedSlices combined over the replicas: ``all_reduce`` in replicas or ``strategy.reduce``."""
-    if not spec["shapes"][0] or all(shape[0] == 0 for shape in spec["shapes"]):
-        return "skipped: no rows"  # scalars cannot be slices; all-empty gathers crash TF
+    shapes = spec["shapes"]
+    if not shapes[0] or any(shape[1:] != shapes[0][1:] for shape in shapes) or all(0 in shape for shape in shapes):
+        return "skipped: no rows"  # scalars cannot be slices; TF's gather of the values breaks or crashes
     slices = _slices(api, s, spec)
     reduce_op = getattr(api.ReduceOp, op)
     if how == "reduce":
