@@ -80,6 +80,10 @@ class Layer(ABC):
     def check_input_shape(self, shape: tuple) -> None:
         """Keras' input spec of the built layer, checked on an input of ``shape`` (None: unknown); none here."""
 
+    def _convert_input(self, x: Any) -> Any:
+        """Keras' autocast: a floating input in the layer's dtype (float64 data gives float32 outputs)."""
+        return x.astype(self.dtype) if x.dtype.kind == "f" and x.dtype != self.dtype else x
+
     @abstractmethod
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         """Implemented by subclasses."""
@@ -93,7 +97,7 @@ class Layer(ABC):
         return None
 
     def __call__(self, x: Any, training: bool = False) -> Any:
-        x = asarray(x)
+        x = self._convert_input(asarray(x))
         if not self.built:
             self.build(x.shape)
         self.check_input_shape(x.shape)
@@ -177,6 +181,10 @@ class Dense(_KernelBias):
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (*input_shape[:-1], self.units)
+
+    def _convert_input(self, x: Any) -> Any:
+        """Keras' Dense converts any input (integers too) to its dtype."""
+        return x.astype(self.dtype) if x.dtype != self.dtype else x
 
     def check_input_shape(self, shape: tuple) -> None:
         """Keras' Dense input spec: at least 2 dimensions, the last one the kernel's rows."""

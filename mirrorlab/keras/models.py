@@ -140,7 +140,7 @@ class Model:
         self._follow(x)
         caches = []
         for layer in self.layers:
-            x, cache = layer._forward(x, training)
+            x, cache = layer._forward(layer._convert_input(x), training)
             caches.append(cache)
         return x, caches
 

@@ -58,7 +58,8 @@ class L1L2(Regularizer):
 
 
 l1, l2, l1_l2 = L1, L2, L1L2
-_BY_NAME: dict[str, type[Regularizer]] = {"l1": L1, "l2": L2, "l1_l2": L1L2, "L1": L1, "L2": L2, "L1L2": L1L2}
+# Keras 3's names: the classes' and their snake case ("l1l2"; the ``l1_l2`` alias is no name get() knows).
+_BY_NAME: dict[str, type[Regularizer]] = {"l1": L1, "l2": L2, "l1l2": L1L2, "L1": L1, "L2": L2, "L1L2": L1L2}
 
 
 def get(identifier: Any) -> Regularizer | None:

@@ -213,11 +213,20 @@ def _candidate(rng: random.Random) -> Spec:
         spec["init"] = "ones"  # a model without an input shape has no weights to set before fit
     if spec["init"] != "set_weights":
         # Constant weights make units symmetric: gradients nearly 0, whose rounding Adam and RMSprop amplify to the
-        # size of the learning rate, and outputs that tie, which accuracies break by rounding. Noise, not differences.
+        # size of the learning rate; outputs that tie, which accuracies break by rounding; class scores summing to
+        # about 0, which a cross-entropy on probabilities divides by. Noise, not differences.
         if spec["optimizer"]["name"] != "sgd":
             spec["optimizer"] = {"name": "sgd", "form": "name"}
         for key in ("metrics", "weighted_metrics"):
-            spec[key] = [m for m in spec[key] if "ccuracy" not in m[0]]
+            spec[key] = [m for m in spec[key] if "ccuracy" not in m[0] and "rossentropy" not in m[0]]
+        if task in ("categorical", "sparse"):
+            spec["activation"] = "softmax"
+    spec["regularizers"] = [rng.choice((None, None, None, ["l1"], ["l2"], ["l1l2"], ["L2", 0.1], ["L1", 0.05]))
+                            for _ in range(len(spec["hidden"]) + 1)]
+    spec["activation_layer"] = spec["activation"] is not None and rng.random() < 0.3
+    spec["dtypes"] = {"x": rng.choice(("float32", "float32", "float64")),
+                      "y": rng.choice(("int64", "int32", "float32")) if task == "sparse"
+                      else rng.choice(("float32", "float32", "float64"))}
     spec["fit"] = _batching(rng)
     if spec["scope"] == "default" and spec["fit"]["kind"] == "distributed":
         spec["fit"]["kind"] = "dataset"
@@ -225,12 +234,26 @@ def _candidate(rng: random.Random) -> Spec:
         spec["fit"].setdefault("repeat", False)
     spec["validation"] = _validation(rng, spec["fit"])
     _weighting(rng, spec)
-    spec["evaluate"] = {"kind": rng.choice(("arrays", "dataset")), "batch": rng.choice((None, 2, 4, 3)),
+    spec["early_stopping"] = _early_stopping(rng, spec) if rng.random() < 0.25 else None
+    if spec["early_stopping"]:
+        spec["epochs"] = rng.choice((3, 4, 5))
+    spec["evaluate"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 2, 4, 3)),
                         "return_dict": rng.random() < 0.3, "weighted": rng.random() < 0.3}
     spec["predict"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 1, 2, 3))}
-    if spec["scope"] == "default" and spec["predict"]["kind"] == "distributed":
-        spec["predict"]["kind"] = "dataset"
+    for key in ("evaluate", "predict"):
+        if spec["scope"] == "default" and spec[key]["kind"] == "distributed":
+            spec[key]["kind"] = "dataset"
     return spec
+
+
+def _early_stopping(rng: random.Random, spec: Spec) -> Spec:
+    """EarlyStopping's options: the loss, the validation loss or a metric named by a string, a mode, patience,
+    min_delta, a baseline, restoring the best weights, a first epoch to watch."""
+    monitors = ["loss", "val_loss", *(m[0] for m in spec["metrics"] if not m[0][0].isupper())]
+    return {"monitor": rng.choice(monitors), "mode": rng.choice(("auto", "auto", "min", "max")),
+            "patience": rng.choice((0, 0, 1, 2)), "min_delta": rng.choice((0, 0, 0.01, -0.01)),
+            "baseline": rng.choice((None, None, None, 0.5)), "restore_best_weights": rng.random() < 0.5,
+            "start_from_epoch": rng.choice((0, 0, 0, 1))}
 
 
 def _first_batches(spec: Spec) -> list[int]:
@@ -261,7 +284,10 @@ def shrink(spec: Spec) -> Iterator[Spec]:
     """Plainer setups: fewer hidden layers, metrics, epochs and options; no validation, weights or clipping."""
     candidates: list[Spec] = []
     for i in range(len(spec["hidden"])):
-        candidates.append({**spec, "hidden": spec["hidden"][:i] + spec["hidden"][i + 1:]})
+        fewer = {**spec, "hidden": spec["hidden"][:i] + spec["hidden"][i + 1:]}
+        if "regularizers" in spec:
+            fewer["regularizers"] = spec["regularizers"][:i] + spec["regularizers"][i + 1:]
+        candidates.append(fewer)
     for key in ("metrics", "weighted_metrics"):
         for i in range(len(spec[key])):
             candidates.append({**spec, key: spec[key][:i] + spec[key][i + 1:]})
@@ -280,6 +306,11 @@ def shrink(spec: Spec) -> Iterator[Spec]:
                  if k not in ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay")}
     if plain_opt != spec["optimizer"]:
         candidates.append({**spec, "optimizer": plain_opt})
+    for key in ("early_stopping", "activation_layer"):
+        if spec.get(key):
+            candidates.append({**spec, key: None})
+    if any(spec.get("regularizers") or ()):
+        candidates.append({**spec, "regularizers": [None] * len(spec["regularizers"])})
     if spec["fit"].get("steps_per_epoch") and not spec["fit"].get("repeat"):
         candidates.append({**spec, "fit": {k: v for k, v in spec["fit"].items() if k != "steps_per_epoch"}})
     yield from (c for c in candidates if valid(c))
@@ -315,7 +346,9 @@ def _examples(spec: Spec, n: int, offset: int) -> tuple[np.ndarray, np.ndarray, 
     elif spec["labels"] == "column":
         y = y.reshape(n, 1)
     weights = rng.choice(np.array([0.0, 0.5, 1.0, 2.0], np.float32), n)
-    return x, y, weights.reshape(n, 1) if spec.get("sample_weight") == "column" else weights
+    dtypes = spec.get("dtypes", {"x": "float32", "y": y.dtype.name})
+    return (x.astype(dtypes["x"]), y.astype(dtypes["y"]),
+            weights.reshape(n, 1) if spec.get("sample_weight") == "column" else weights)
 
 
 def _make_loss(keras: Any, loss: Spec) -> Any:
@@ -343,6 +376,13 @@ def _make_metric(keras: Any, metric: list[Any]) -> Any:
     return getattr(keras.metrics, name)(**options) if name[0].isupper() else name
 
 
+def _make_regularizer(keras: Any, regularizer: list[Any] | None) -> Any:
+    """A kernel regularizer: None, a name, or a class with its factor."""
+    if regularizer is None or len(regularizer) == 1:
+        return regularizer and regularizer[0]
+    return getattr(keras.regularizers, regularizer[0])(regularizer[1])
+
+
 def _model(keras: Any, s: Any, spec: Spec) -> Any:
     """The spec's Sequential model, compiled (in ``s``'s scope or under the default strategy) and started from the
     spec's weights."""
@@ -350,13 +390,17 @@ def _model(keras: Any, s: Any, spec: Spec) -> Any:
     shape = (spec["features"],)
     if spec["input"] == "Input":
         layers.append(keras.Input(shape))
-    stack = [*spec["hidden"], [spec["units"], spec["activation"], spec["use_bias"]]]
+    separate = spec.get("activation_layer", False)
+    stack = [*spec["hidden"], [spec["units"], None if separate else spec["activation"], spec["use_bias"]]]
     init = {} if spec["init"] == "set_weights" else {"kernel_initializer": spec["init"],
                                                      "bias_initializer": spec["init"]}
+    regularizers = spec.get("regularizers", [None] * len(stack))
     for i, (units, activation, use_bias) in enumerate(stack):
         first = {"input_shape": shape} if i == 0 and spec["input"] == "input_shape" else {}
         layers.append(keras.layers.Dense(units, activation=activation, use_bias=use_bias, name=f"d{i}", **init,
-                                         **first))
+                                         **first, kernel_regularizer=_make_regularizer(keras, regularizers[i])))
+    if separate:
+        layers.append(keras.layers.Activation(spec["activation"], name="out"))
     with s.scope() if spec["scope"] == "strategy" else contextlib.nullcontext():
         model = keras.Sequential(layers)
         if spec["init"] == "set_weights":
@@ -400,7 +444,10 @@ def _fit(keras: Any, data: Any, s: Any, spec: Spec, model: Any) -> Any:
             if key in validation and not (key == "batch_size" and validation["kind"] == "dataset"):
                 kwargs[f"validation_{key}"] = validation[key]
     events: list[str] = []
-    history = model.fit(**kwargs, callbacks=[_recorder(keras, events)])
+    callbacks = [_recorder(keras, events)]
+    if spec.get("early_stopping"):
+        callbacks.append(keras.callbacks.EarlyStopping(**spec["early_stopping"]))
+    history = model.fit(**kwargs, callbacks=callbacks)
     return {"history": {k: [np.float32(v) for v in values] for k, values in sorted(history.history.items())},
             "epoch": list(history.epoch), "events": events}
 
@@ -414,8 +461,9 @@ def _recorder(keras: Any, events: list[str]) -> Any:
     return type("Recorder", (keras.callbacks.Callback,), hooks)()
 
 
-def _evaluate(data: Any, spec: Spec, model: Any) -> Any:
-    """evaluate on the training examples (weighted or not) as arrays or a dataset; its results as float32."""
+def _evaluate(data: Any, s: Any, spec: Spec, model: Any) -> Any:
+    """evaluate on the training examples (weighted or not) as arrays or a (distributed) dataset; its results as
+    float32."""
     x, y, w = _examples(spec, spec["n"], 0)
     how = spec["evaluate"]
     weights = w if how["weighted"] else None
@@ -424,8 +472,9 @@ def _evaluate(data: Any, spec: Spec, model: Any) -> Any:
                                 return_dict=how["return_dict"])
     else:
         arrays = (x, y) if weights is None else (x, y, weights)
-        result = model.evaluate(data.Dataset.from_tensor_slices(arrays).batch(how["batch"] or 32), verbose=0,
-                                return_dict=how["return_dict"])
+        dataset = data.Dataset.from_tensor_slices(arrays).batch(how["batch"] or 32)
+        result = model.evaluate(s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed"
+                                else dataset, verbose=0, return_dict=how["return_dict"])
     if isinstance(result, dict):
         return {k: np.float32(v) for k, v in sorted(result.items())}
     return [np.float32(v) for v in result] if isinstance(result, list) else np.float32(result)
@@ -458,6 +507,6 @@ def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
                 # the model unusable; mirrorlab's keep their shapes.
                 return {"fit": fitted}
             return {"fit": fitted, "weights": outcome(model.get_weights),
-                    "evaluate": outcome(lambda: _evaluate(data, spec, model)),
+                    "evaluate": outcome(lambda: _evaluate(data, s, spec, model)),
                     "predict": outcome(lambda: _predict(data, s, spec, model))}
     return fn

@@ -1652,8 +1652,8 @@ def _metric_shape_errors(env: KerasEnv, scoped: bool) -> Result:
 
     def fit_then_evaluate(batch_size: int, examples: int = 7) -> Result:
         trained = _model(env, 1, lambda: k.optimizers.SGD(learning_rate=0.5),
-                         k.losses.BinaryCrossentropy(from_logits=True), [k.metrics.BinaryCrossentropy(from_logits=True)],
-                         scoped=scoped)
+                         k.losses.BinaryCrossentropy(from_logits=True),
+                         [k.metrics.BinaryCrossentropy(from_logits=True)], scoped=scoped)
         return {"fit": attempt(lambda: trained.fit(x[:examples], flat[:examples], batch_size=batch_size, shuffle=False,
                                                    verbose=0)),
                 "weights": trained.get_weights(),
@@ -1674,3 +1674,49 @@ def fit_metric_shape_errors(env: KerasEnv) -> Result:
     scope and under the default strategy."""
     return {"mirrored": attempt(lambda: _metric_shape_errors(env, scoped=True)),
             "default": attempt(lambda: _metric_shape_errors(env, scoped=False))}
+
+
+@case
+def layers_cast_their_inputs(env: KerasEnv) -> Result:
+    """Keras' autocast: layers take floating inputs in their dtype (float32), and Dense any input, so float64 or
+    integer data give float32 outputs, predictions and training."""
+    k = env.keras
+    x, y = _examples(6, None)
+    x64, ints = x.astype(np.float64), np.round(x).astype(np.int64)
+
+    def dense() -> Any:
+        layer = k.layers.Dense(2, kernel_initializer="ones", name="cast")
+        layer(x[:1])
+        return layer
+
+    def model(input_dtype: str = "float32") -> Any:
+        built = k.Sequential([k.Input((3,), dtype=input_dtype), k.layers.Dense(2, name="first")])
+        built.set_weights([np.array([[0.5, -1.0], [2.0, 0.3], [-0.7, 1.1]], np.float32), np.array([0.2, -0.1],
+                                                                                                     np.float32)])
+        return built
+
+    def trained() -> Result:
+        fitted = _model(env, 2, lambda: k.optimizers.SGD(learning_rate=0.1), "mse", ["mae"])
+        history = fitted.fit(x64, y.astype(np.float64), batch_size=2, shuffle=False, verbose=0)
+        return {"history": _history(history), "weights": fitted.get_weights(),
+                "predict": fitted.predict(x64, batch_size=2, verbose=0),
+                "evaluate": [np.float32(v) for v in fitted.evaluate(x64, y.astype(np.float64), verbose=0)]}
+    return {"dense_float64": attempt(lambda: dense()(x64)), "dense_ints": attempt(lambda: dense()(ints)),
+            "activation_float64": attempt(lambda: k.layers.Activation("relu")(x64)),
+            "dropout_float64": attempt(lambda: k.layers.Dropout(0.5)(x64)),
+            "flatten_float64": attempt(lambda: k.layers.Flatten()(x64)),
+            "flatten_ints": attempt(lambda: k.layers.Flatten()(ints)),
+            "model_float64": attempt(lambda: model()(x64)), "model_ints": attempt(lambda: model()(ints)),
+            "float64_input_layer": attempt(lambda: model("float64")(x64)),
+            "predict_float64": attempt(lambda: model().predict(x64, verbose=0)),
+            "predict_dataset_float64": attempt(lambda: model().predict(
+                env.data.Dataset.from_tensor_slices(x64).batch(4), verbose=0)),
+            "fit_float64": attempt(trained)}
+
+
+@case
+def regularizer_identifiers(env: KerasEnv) -> Result:
+    """keras.regularizers.get: the classes' names and their snake case (not the l1_l2 alias)."""
+    R = env.keras.regularizers
+    return {name: attempt(lambda: type(R.get(name)).__name__) for name in ("l1", "l2", "l1l2", "l1_l2", "L1", "L2",
+                                                                          "L1L2", "nope")}
