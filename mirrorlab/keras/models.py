@@ -290,6 +290,8 @@ class Model:
         if loss_unbuilt:
             self._loss_built = True
             self.loss.check_shapes(*shapes)
+            if self.losses and self.loss.reduction in (None, "none"):
+                _check_adds_to_penalties(len(shapes[1]) - 1)  # per-example losses: the outputs' rank less one
         return True
 
     def _output_shape(self, input_shape: tuple) -> tuple:
@@ -315,10 +317,14 @@ class Model:
             out = self(x, training=train)
             if self._traced_shapes is not None:  # Keras' shape errors name the shapes its trace saw
                 self.loss.check_shapes(*self._traced_shapes)
-                self._compile_metrics.check_shapes(*self._traced_shapes)
             loss = self.loss.in_step(y, out, sample_weight)
-            for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
+            penalties = self.losses
+            if penalties:
+                _check_adds_to_penalties(np.ndim(loss))
+            for penalty in penalties:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
                 loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
+            if self._traced_shapes is not None:
+                self._compile_metrics.check_shapes(*self._traced_shapes)
         value = untracked(loss)
         self._loss_tracker.update_state(value * replicas if replicas > 1 else value,
                                         sample_weight=np.float32(np.shape(x)[0]))
@@ -462,6 +468,14 @@ class Model:
         pieces = np.split(gathered, np.cumsum(sizes)[:-1])
         per_worker = len(strategy.extended.worker_devices)
         return [piece for first in range(per_worker) for piece in pieces[first::per_worker]]
+
+
+def _check_adds_to_penalties(rank: int) -> None:
+    """Keras adds the regularization losses to the compiled loss with ``add_n``, which refuses a loss that is not a
+    scalar (a reduction of "none")."""
+    if rank != 0:
+        raise ValueError(f"Shapes must be equal rank, but are {rank} and 0\nFix: give the compiled loss a reduction "
+                         "(sum_over_batch_size, sum) when layers have regularizers.")
 
 
 def _should_validate(epoch: int, validation_freq: Any) -> bool:

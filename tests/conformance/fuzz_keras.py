@@ -48,7 +48,8 @@ METRICS = {"regression": ("mse", "mae", "MeanSquaredError", "MeanAbsoluteError",
                            "CategoricalCrossentropy", "mae"),
            "sparse": ("accuracy", "sparse_categorical_accuracy", "SparseCategoricalAccuracy",
                       "SparseTopKCategoricalAccuracy", "SparseCategoricalCrossentropy")}
-REDUCTIONS = ("sum_over_batch_size", "sum_over_batch_size", "sum_over_batch_size", "sum", "mean_with_sample_weight")
+REDUCTIONS = ("sum_over_batch_size", "sum_over_batch_size", "sum_over_batch_size", "sum", "mean_with_sample_weight",
+              "none")
 REPLICAS = 2  # setup A's replicas: the first global batch of fit and evaluate must split evenly over them
 # Training amplifies float32 rounding (TF's kernels sum in other orders than NumPy): losses, weights and
 # predictions after a few steps are compared at this relative (and absolute) tolerance.
@@ -123,7 +124,7 @@ def _output(rng: random.Random, task: str, loss: Spec) -> tuple[int, str | None,
     if task == "regression":
         units = rng.choice((1, 1, 2, 3))
         return units, rng.choice((None, None, "linear", "tanh")), rng.choice(("matrix", "flat")) if units == 1 \
-            else "matrix"
+            else rng.choice(("matrix", "matrix", "matrix", "flat"))
     if task == "binary":
         units = rng.choice((1, 1, 1, 2))
         logits = loss.get("from_logits", False)
@@ -237,9 +238,16 @@ def _candidate(rng: random.Random) -> Spec:
     spec["early_stopping"] = _early_stopping(rng, spec) if rng.random() < 0.25 else None
     if spec["early_stopping"]:
         spec["epochs"] = rng.choice((3, 4, 5))
+    spec["schedule"] = rng.choice((None, None, None, None, "halve", "by_epoch"))
+    spec["evaluate_first"] = rng.random() < 0.15
+    epochs = rng.choice((1, 2, 3))
+    spec["refit"] = {"epochs": epochs, "initial_epoch": rng.choice((0, 0, epochs - 1))} if rng.random() < 0.2 \
+        else None
     spec["evaluate"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 2, 4, 3)),
-                        "return_dict": rng.random() < 0.3, "weighted": rng.random() < 0.3}
-    spec["predict"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 1, 2, 3))}
+                        "return_dict": rng.random() < 0.3, "weighted": rng.random() < 0.3,
+                        "steps": rng.choice((None, None, None, 1, 2, 9))}
+    spec["predict"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 1, 2, 3)),
+                       "steps": rng.choice((None, None, None, 1, 2, 9))}
     for key in ("evaluate", "predict"):
         if spec["scope"] == "default" and spec[key]["kind"] == "distributed":
             spec[key]["kind"] = "dataset"
@@ -271,7 +279,9 @@ def _first_batches(spec: Spec) -> list[int]:
             fit["batch"] if fit["kind"] == "arrays" else None) or 32
         sizes.append(min(val_batch, val_n))
     evaluate = spec["evaluate"]
-    sizes.append(min(evaluate["batch"] or 32, n))
+    steps = evaluate.get("steps")
+    sizes.append(min(evaluate["batch"] or (int(math.ceil(n / steps)) if steps and evaluate["kind"] == "arrays"
+                                           else 32), n))
     return sizes
 
 
@@ -306,7 +316,7 @@ def shrink(spec: Spec) -> Iterator[Spec]:
                  if k not in ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay")}
     if plain_opt != spec["optimizer"]:
         candidates.append({**spec, "optimizer": plain_opt})
-    for key in ("early_stopping", "activation_layer"):
+    for key in ("early_stopping", "activation_layer", "schedule", "evaluate_first", "refit"):
         if spec.get(key):
             candidates.append({**spec, key: None})
     if any(spec.get("regularizers") or ()):
@@ -420,13 +430,18 @@ def _dataset(data: Any, s: Any, arrays: tuple, batch: int, how: Spec) -> Any:
     return s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed" else dataset
 
 
-def _fit(keras: Any, data: Any, s: Any, spec: Spec, model: Any) -> Any:
-    """fit's History (logs as float32, epochs) for the spec's data, validation and weights."""
+SCHEDULES: dict[str, Callable[..., float]] = {"halve": lambda epoch, lr: lr * 0.5,
+                                              "by_epoch": lambda epoch: 0.1 / (epoch + 1)}
+
+
+def _fit(keras: Any, data: Any, s: Any, spec: Spec, model: Any, epochs: int, initial_epoch: int) -> Any:
+    """fit's History (logs as float32, epochs) and callback hooks for the spec's data, validation, weights and
+    callbacks."""
     x, y, w = _examples(spec, spec["n"], 0)
     fit, validation = spec["fit"], spec["validation"]
     weights = w if spec.get("sample_weight") else None
     class_weight = {int(c): v for c, v in spec["class_weight"].items()} if spec.get("class_weight") else None
-    kwargs: Spec = {"epochs": spec["epochs"], "initial_epoch": spec["initial_epoch"], "verbose": 0,
+    kwargs: Spec = {"epochs": epochs, "initial_epoch": initial_epoch, "verbose": 0,
                     "steps_per_epoch": fit.get("steps_per_epoch"), "class_weight": class_weight}
     if fit["kind"] == "arrays":
         kwargs.update(x=x, y=y, sample_weight=weights, batch_size=fit["batch"], shuffle=False)
@@ -447,6 +462,8 @@ def _fit(keras: Any, data: Any, s: Any, spec: Spec, model: Any) -> Any:
     callbacks = [_recorder(keras, events)]
     if spec.get("early_stopping"):
         callbacks.append(keras.callbacks.EarlyStopping(**spec["early_stopping"]))
+    if spec.get("schedule"):
+        callbacks.append(keras.callbacks.LearningRateScheduler(SCHEDULES[spec["schedule"]]))
     history = model.fit(**kwargs, callbacks=callbacks)
     return {"history": {k: [np.float32(v) for v in values] for k, values in sorted(history.history.items())},
             "epoch": list(history.epoch), "events": events}
@@ -469,12 +486,12 @@ def _evaluate(data: Any, s: Any, spec: Spec, model: Any) -> Any:
     weights = w if how["weighted"] else None
     if how["kind"] == "arrays":
         result = model.evaluate(x, y, sample_weight=weights, batch_size=how["batch"], verbose=0,
-                                return_dict=how["return_dict"])
+                                return_dict=how["return_dict"], steps=how.get("steps"))
     else:
         arrays = (x, y) if weights is None else (x, y, weights)
         dataset = data.Dataset.from_tensor_slices(arrays).batch(how["batch"] or 32)
         result = model.evaluate(s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed"
-                                else dataset, verbose=0, return_dict=how["return_dict"])
+                                else dataset, verbose=0, return_dict=how["return_dict"], steps=how.get("steps"))
     if isinstance(result, dict):
         return {k: np.float32(v) for k, v in sorted(result.items())}
     return [np.float32(v) for v in result] if isinstance(result, list) else np.float32(result)
@@ -485,10 +502,10 @@ def _predict(data: Any, s: Any, spec: Spec, model: Any) -> Any:
     x = _examples(spec, spec["n"], 0)[0]
     how = spec["predict"]
     if how["kind"] == "arrays":
-        return model.predict(x, batch_size=how["batch"], verbose=0)
+        return model.predict(x, batch_size=how["batch"], verbose=0, steps=how.get("steps"))
     dataset = data.Dataset.from_tensor_slices(x).batch(how["batch"] or 32)
     return model.predict(s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed" else dataset,
-                         verbose=0)
+                         verbose=0, steps=how.get("steps"))
 
 
 def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
@@ -501,12 +518,27 @@ def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
             model = outcome(lambda: _model(keras, s, spec))
             if isinstance(model, Exception):
                 return {"model": model}
-            fitted = outcome(lambda: _fit(keras, data, s, spec, model))
-            if isinstance(fitted, Exception) and spec["input"] == "none" and spec["scope"] == "default":
+            result: dict[str, Any] = {}
+
+            def run(label: str, stage: Callable[[], Any]) -> None:
+                value = outcome(stage)
+                if isinstance(value, Exception) and spec["scope"] == "default" and any(
+                        isinstance(earlier, Exception) for earlier in result.values()):
+                    # TF's accident: after a step failed to trace, the next trace can fail on TF's own state
+                    # ("Attr 'Toutput_types' of 'OptionalFromValue' Op passed list of length 0..."): the class counts.
+                    value = type(type(value).__name__, (Exception,), {})("")
+                result[label] = value
+            if spec.get("evaluate_first"):
+                run("evaluate_first", lambda: _evaluate(data, s, spec, model))
+            run("fit", lambda: _fit(keras, data, s, spec, model, spec["epochs"], spec["initial_epoch"]))
+            if isinstance(result["fit"], Exception) and spec["input"] == "none" and spec["scope"] == "default":
                 # TF's accident: a first step that fails to trace leaves the weights it built empty (shape (0,)) and
                 # the model unusable; mirrorlab's keep their shapes.
-                return {"fit": fitted}
-            return {"fit": fitted, "weights": outcome(model.get_weights),
-                    "evaluate": outcome(lambda: _evaluate(data, s, spec, model)),
-                    "predict": outcome(lambda: _predict(data, s, spec, model))}
+                return result
+            if spec.get("refit"):
+                run("refit", lambda: _fit(keras, data, s, spec, model, **spec["refit"]))
+            result["weights"] = outcome(model.get_weights)
+            run("evaluate", lambda: _evaluate(data, s, spec, model))
+            run("predict", lambda: _predict(data, s, spec, model))
+            return result
     return fn

@@ -1720,3 +1720,31 @@ def regularizer_identifiers(env: KerasEnv) -> Result:
     R = env.keras.regularizers
     return {name: attempt(lambda: type(R.get(name)).__name__) for name in ("l1", "l2", "l1l2", "l1_l2", "L1", "L2",
                                                                           "L1L2", "nope")}
+
+
+def _unreduced_fits(env: KerasEnv, scoped: bool) -> Result:
+    """A compiled loss of reduction "none" (or None): trained as the sum of its values and logged as their mean (by
+    the number of replicas in the strategy's scope); with a regularized layer Keras' add_n refuses the vector in
+    fit and evaluate, before any update."""
+    k = env.keras
+    x, y = _examples(8, None)
+
+    def fit(reduction: Any, regularizer: Any) -> Result:
+        with env.strategy.scope() if scoped else contextlib.nullcontext():
+            model = k.Sequential([k.Input((3,)), k.layers.Dense(2, kernel_initializer="ones",
+                                                                kernel_regularizer=regularizer, name="unreduced")])
+            model.compile(optimizer=k.optimizers.SGD(learning_rate=0.1),
+                          loss=k.losses.MeanSquaredError(reduction=reduction), metrics=["mae"])
+        history = attempt(lambda: _history(model.fit(x, y, batch_size=4, shuffle=False, verbose=0)))
+        return {"history": history, "weights": model.get_weights(),
+                "evaluate": attempt(lambda: [np.float32(v) for v in model.evaluate(x, y, batch_size=4, verbose=0)])}
+    return {f"{reduction}|{regularizer}": attempt(lambda: fit(reduction, regularizer))
+            for reduction in ("none", None, "sum") for regularizer in (None, "l2")}
+
+
+@case
+def fit_unreduced_loss(env: KerasEnv) -> Result:
+    """fit and evaluate with an unreduced compiled loss, with and without regularizers, in the strategy's scope and
+    under the default strategy."""
+    return {"mirrored": attempt(lambda: _unreduced_fits(env, scoped=True)),
+            "default": attempt(lambda: _unreduced_fits(env, scoped=False))}
