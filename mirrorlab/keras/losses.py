@@ -91,6 +91,19 @@ def _check_dense_shapes(target: tuple, output: tuple) -> None:
                          f"target.shape={target}, output.shape={output}")
 
 
+def _check_broadcast(y_true: tuple, y_pred: tuple, op: str) -> None:
+    """TF's shape inference on a traced ``y_true - y_pred`` (after Keras' rank matching): dimensions both shapes
+    know must be equal or 1, else the ValueError a trace raises (a graph report naming the op's node)."""
+    y_true, y_pred = _matched_shapes(tuple(y_true), tuple(y_pred))
+    for a, b in zip(reversed(y_true), reversed(y_pred)):
+        if a is not None and b is not None and a != b and 1 not in (a, b):
+            shapes = ", ".join("[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+                               for shape in (y_true, y_pred))
+            raise ValueError(f"Dimensions must be equal, but are {a} and {b} for '{{{{node compile_loss/{op}/sub}}}} = "
+                             f"Sub[T=DT_FLOAT](y_true, y_pred)' with input shapes: {shapes}.\nFix: give y_true "
+                             "the shape of the predictions.")
+
+
 def _reduction_scale(values: Any, sample_weight: Any, reduction: str | None,
                      traced: bool = False) -> tuple[Any, Any] | None:
     """Keras' ``reduce_values`` as ``(divisor, factor)``: the sum of ``values`` is divided by ``divisor``
@@ -221,6 +234,9 @@ class _ElementwiseMean(Loss):
                 "Invalid reduction dimension (-1 for input with 0 dimension(s) [Op:Mean]\nFix: give the "
                 "predictions at least one dimension (a batch of values).")
         return diff, matched.shape
+
+    def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
+        _check_broadcast(y_true_shape, y_pred_shape, self.default_name)
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
         return np.mean(self._f(self._diff(y_true, asarray(y_pred))[0]), axis=-1)
@@ -515,11 +531,14 @@ def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False
 
 def check_function_shapes(fn: Callable[..., Any], y_true_shape: tuple, y_pred_shape: tuple) -> None:
     """The shape errors the per-example function ``fn`` raises (a metric's, in a traced step) for labels and
-    predictions of these static shapes (None: unknown): the cross-entropies' checks, without rank matching."""
+    predictions of these static shapes (None: unknown): the cross-entropies' checks, without rank matching, and the
+    element-wise losses' broadcasting."""
     if fn in (binary_crossentropy, categorical_crossentropy):
         _check_dense_shapes(tuple(y_true_shape), tuple(y_pred_shape))
     elif fn is sparse_categorical_crossentropy:
         _check_sparse_shapes(tuple(y_true_shape), tuple(y_pred_shape))
+    elif fn in (mean_squared_error, mean_absolute_error, huber):
+        _check_broadcast(y_true_shape, y_pred_shape, fn.__name__)
 
 
 _CLASS_OF_FUNCTION: dict[Callable[..., Any], type[Loss]] = {

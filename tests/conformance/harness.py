@@ -41,10 +41,11 @@ def save_golden(setup: str, version: str, cases: dict[str, list[dict[str, Any]]]
 
 
 def message_comparable(message: str) -> bool:
-    """False for TF messages from graph tracing (``in user code:``), op kernels (``{{function_node``) or a
-    function's run (``Graph execution error:``, then the graph's nodes): their text names TF graph internals, so
-    only the error class is compared."""
-    return not message.startswith(("in user code:", "{{function_node", "Graph execution error:"))
+    """False for TF messages from graph tracing (``in user code:``, or shape inference naming a ``{{node ...}}``),
+    op kernels (``{{function_node``) or a function's run (``Graph execution error:``, then the graph's nodes): their
+    text names TF graph internals, so only the error class is compared."""
+    return not message.startswith(("in user code:", "{{function_node", "Graph execution error:")) and \
+        "{{node " not in message
 
 
 def _is_array(value: Any) -> bool:

@@ -1748,3 +1748,37 @@ def fit_unreduced_loss(env: KerasEnv) -> Result:
     under the default strategy."""
     return {"mirrored": attempt(lambda: _unreduced_fits(env, scoped=True)),
             "default": attempt(lambda: _unreduced_fits(env, scoped=False))}
+
+
+def _broadcast_fits(env: KerasEnv, scoped: bool) -> Result:
+    """Flat labels against 3 outputs: element-wise losses and metrics broadcast them against the predictions, which
+    fails in the trace when the batch size is static (ValueError, a graph report) or, unknown, when the step runs;
+    a (replica's) batch of 3 or 1 broadcasts and trains."""
+    k, data = env.keras, env.data
+    x, y = _examples(6, None)
+    flat = y[:, 0]
+
+    def fit(loss: Any, metrics: list[Any], labels: Any = flat, **inputs: Any) -> Result:
+        model = _model(env, 3, lambda: k.optimizers.SGD(learning_rate=0.1), loss, metrics, scoped=scoped)
+        history = attempt(lambda: _history(model.fit(**inputs, verbose=0) if "x" in inputs else
+                                           model.fit(x, labels, shuffle=False, verbose=0, **inputs)))
+        return {"history": history, "weights": model.get_weights()}
+    classes = np.array([0, 1, 2, 1, 0, 2])
+    out: Result = {"mse_static": attempt(lambda: fit("mse", [], batch_size=2)),
+                   "mae_batch_of_3": attempt(lambda: fit(k.losses.MeanAbsoluteError(), [],
+                                                         batch_size=6 if scoped else 3)),
+                   "metric_static": attempt(lambda: fit("sparse_categorical_crossentropy", ["mse"], labels=classes,
+                                                        batch_size=2))}
+    if not scoped:
+        out["huber_dataset"] = attempt(lambda: fit(k.losses.Huber(), [], x=data.Dataset.from_tensor_slices(
+            (x, flat)).batch(4)))
+        out["eager_loss"] = attempt(lambda: k.losses.MeanSquaredError()(flat[:2], np.zeros((2, 3), np.float32)))
+    return out
+
+
+@case
+def fit_label_broadcast_errors(env: KerasEnv) -> Result:
+    """Labels the element-wise losses and metrics cannot broadcast against the outputs, in the strategy's scope (the
+    first batch's shapes) and under the default strategy."""
+    return {"mirrored": attempt(lambda: _broadcast_fits(env, scoped=True)),
+            "default": attempt(lambda: _broadcast_fits(env, scoped=False))}
