@@ -340,7 +340,7 @@ class LearningRateScheduler(Callback):
             print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {learning_rate}.")
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if logs is not None:
+        if logs:  # (Keras writes into ``logs or {}``: empty logs, of an epoch before any step, stay empty)
             logs["learning_rate"] = float(np.asarray(self.model.optimizer.learning_rate))
 
 

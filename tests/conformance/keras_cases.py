@@ -1548,6 +1548,11 @@ def _hook_recorder(env: KerasEnv, events: list[str]) -> Any:
     return type("HookRecorder", (env.keras.callbacks.Callback,), hooks)()
 
 
+def _ran_out(messages: list[str]) -> int:
+    """How many of the warnings ``messages`` are Keras' "ran out of data"."""
+    return len([m for m in messages if "ran out of data" in m])
+
+
 def _recorded_fit(env: KerasEnv, model: Any, *args: Any, **kwargs: Any) -> Result:
     """History, hook sequence, "ran out of data" warnings and weights of ``model.fit(*args, **kwargs)``."""
     events: list[str] = []
@@ -1556,7 +1561,7 @@ def _recorded_fit(env: KerasEnv, model: Any, *args: Any, **kwargs: Any) -> Resul
     if isinstance(history, Exception):
         return {"error": history, "events": events}
     return {"history": _history(history), "events": events, "weights": model.get_weights(),
-            "ran_out_warnings": len([w for w in warned_of if "ran out of data" in w])}
+            "ran_out_warnings": _ran_out(warned_of)}
 
 
 def _steps_per_epoch_fits(env: KerasEnv, scoped: bool) -> Result:
@@ -1616,7 +1621,7 @@ def _first_batch_builds(env: KerasEnv, scoped: bool) -> Result:
     def evaluated(dataset: Any, return_dict: bool) -> Any:
         model = _lazy_model(env, scoped)
         result, warned_of = warned(lambda: model.evaluate(dataset, verbose=0, return_dict=return_dict))
-        return [result, len(model.get_weights()), len([w for w in warned_of if "ran out of data" in w])]
+        return [result, len(model.get_weights()), _ran_out(warned_of)]
     out: Result = {"no_epochs": attempt(no_epochs),
                    "empty_dataset": attempt(lambda: _recorded_fit(env, _lazy_model(env, scoped), empty, epochs=2)),
                    "empty_arrays": attempt(lambda: _recorded_fit(env, _lazy_model(env, scoped), x[:0], y[:0])),
@@ -1782,3 +1787,19 @@ def fit_label_broadcast_errors(env: KerasEnv) -> Result:
     first batch's shapes) and under the default strategy."""
     return {"mirrored": attempt(lambda: _broadcast_fits(env, scoped=True)),
             "default": attempt(lambda: _broadcast_fits(env, scoped=False))}
+
+
+@case
+def learning_rate_scheduler_logs(env: KerasEnv) -> Result:
+    """LearningRateScheduler logs the learning rate into an epoch's logs only when they hold something: not after an
+    epoch without steps on data without batches (under the default strategy), but beside its validation results."""
+    k, data = env.keras, env.data
+    x, y = _examples(4, None)
+    empty = data.Dataset.from_tensor_slices((x, y)).batch(8, drop_remainder=True)
+
+    def fit(**kwargs: Any) -> Result:
+        schedule = k.callbacks.LearningRateScheduler(lambda epoch: 0.1 / (epoch + 1))
+        history, warned_of = warned(lambda: _lazy_model(env, scoped=False).fit(empty, epochs=2, verbose=0,
+                                                                               callbacks=[schedule], **kwargs))
+        return {"history": _history(history), "ran_out_warnings": _ran_out(warned_of)}
+    return {"empty": attempt(fit), "empty_validated": attempt(lambda: fit(validation_data=(x, y)))}
