@@ -258,6 +258,24 @@ class Model:
         with self._strategy.scope():
             self._compile_metrics.build(y_true_shape, y_pred_shape)
 
+    def _check_trace(self) -> None:
+        """The errors Keras' trace of a step raises on the data's static shapes (which its messages show), in its
+        order, before the step runs (and reads its batch): the loss's shape checks, adding the regularization losses
+        to an unreduced loss, the metrics' shape checks."""
+        if self._traced_shapes is None:
+            return
+        self.loss.check_shapes(*self._traced_shapes)
+        self._check_penalties_add(len(self._traced_shapes[1]))
+        self._compile_metrics.check_shapes(*self._traced_shapes)
+
+    def _check_penalties_add(self, output_rank: int) -> None:
+        """Keras adds the regularization losses to the compiled loss with ``add_n``, which refuses an unreduced loss
+        (reduction "none": per-example losses, of the outputs' rank less one)."""
+        rank = output_rank - 1
+        if self.loss.reduction in (None, "none") and rank and any(layer._regularizers for layer in self.layers):
+            raise ValueError(f"Shapes must be equal rank, but are {rank} and 0\nFix: give the compiled loss a "
+                             "reduction (sum_over_batch_size, sum) when layers have regularizers.")
+
     def _prepare_training(self, data: DistributedDataset) -> None:
         """``_prepare`` for fit, and the optimizer's slots."""
         self._prepare(data, training=True)
@@ -290,8 +308,7 @@ class Model:
         if loss_unbuilt:
             self._loss_built = True
             self.loss.check_shapes(*shapes)
-            if self.losses and self.loss.reduction in (None, "none"):
-                _check_adds_to_penalties(len(shapes[1]) - 1)  # per-example losses: the outputs' rank less one
+            self._check_penalties_add(len(shapes[1]))
         return True
 
     def _output_shape(self, input_shape: tuple) -> tuple:
@@ -315,16 +332,10 @@ class Model:
         replicas = context.get_strategy().num_replicas_in_sync
         with GradientTape() as tape:
             out = self(x, training=train)
-            if self._traced_shapes is not None:  # Keras' shape errors name the shapes its trace saw
-                self.loss.check_shapes(*self._traced_shapes)
+            self._check_trace()
             loss = self.loss.in_step(y, out, sample_weight)
-            penalties = self.losses
-            if penalties:
-                _check_adds_to_penalties(np.ndim(loss))
-            for penalty in penalties:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
+            for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
                 loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
-            if self._traced_shapes is not None:
-                self._compile_metrics.check_shapes(*self._traced_shapes)
         value = untracked(loss)
         self._loss_tracker.update_state(value * replicas if replicas > 1 else value,
                                         sample_weight=np.float32(np.shape(x)[0]))
@@ -387,6 +398,7 @@ class Model:
                 cbs.on_train_batch_begin(step)
                 if not built:  # Keras traces its step (and builds) before the step reads its batch
                     self._prepare_training(data)
+                    self._check_trace()
                     built = True
                 batch = epoch_iterator.next_batch()
                 if batch is None:
@@ -421,6 +433,7 @@ class Model:
         data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps))
         if not self._build_from_first_batch(data):
             self._prepare(data)
+            self._check_trace()
         self._reset_metrics()
         batches = EpochIterator(data, steps)  # one epoch: ``steps`` batches or one pass, as Keras reads them
         count = 0
@@ -468,14 +481,6 @@ class Model:
         pieces = np.split(gathered, np.cumsum(sizes)[:-1])
         per_worker = len(strategy.extended.worker_devices)
         return [piece for first in range(per_worker) for piece in pieces[first::per_worker]]
-
-
-def _check_adds_to_penalties(rank: int) -> None:
-    """Keras adds the regularization losses to the compiled loss with ``add_n``, which refuses a loss that is not a
-    scalar (a reduction of "none")."""
-    if rank != 0:
-        raise ValueError(f"Shapes must be equal rank, but are {rank} and 0\nFix: give the compiled loss a reduction "
-                         "(sum_over_batch_size, sum) when layers have regularizers.")
 
 
 def _should_validate(epoch: int, validation_freq: Any) -> bool:

@@ -278,6 +278,8 @@ def _first_batches(spec: Spec) -> list[int]:
         val_batch = validation.get("batch") or validation.get("batch_size") or (
             fit["batch"] if fit["kind"] == "arrays" else None) or 32
         sizes.append(min(val_batch, val_n))
+        if validation.get("steps"):  # Keras' cached validation iterator builds on the batch where a pass stopped
+            sizes.append(val_n % val_batch)
     evaluate = spec["evaluate"]
     steps = evaluate.get("steps")
     sizes.append(min(evaluate["batch"] or (int(math.ceil(n / steps)) if steps and evaluate["kind"] == "arrays"
@@ -537,6 +539,11 @@ def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
                 return result
             if spec.get("refit"):
                 run("refit", lambda: _fit(keras, data, s, spec, model, **spec["refit"]))
+            if spec["optimizer"].get("weight_decay") and any(
+                    type(v).__name__ == "InvalidArgumentError" for v in result.values()):
+                # TF's accident: a step failing as it runs may have applied the weight decay already (an op of the
+                # step's graph that does not wait for the loss).
+                return result
             result["weights"] = outcome(model.get_weights)
             run("evaluate", lambda: _evaluate(data, s, spec, model))
             run("predict", lambda: _predict(data, s, spec, model))

@@ -1803,3 +1803,21 @@ def learning_rate_scheduler_logs(env: KerasEnv) -> Result:
                                                                                callbacks=[schedule], **kwargs))
         return {"history": _history(history), "ran_out_warnings": _ran_out(warned_of)}
     return {"empty": attempt(fit), "empty_validated": attempt(lambda: fit(validation_data=(x, y)))}
+
+
+@case
+def fit_trace_errors_come_first(env: KerasEnv) -> Result:
+    """Under the default strategy Keras traces a step before it runs, so a trace error (an unreduced loss beside a
+    regularizer) comes before errors of running it: labels that cannot broadcast in a batch of unknown size, a class
+    missing from class_weight's table."""
+    k, data = env.keras, env.data
+    x, y = _examples(5, 3)
+
+    def fit(**inputs: Any) -> Any:
+        model = k.Sequential([k.Input((3,)), k.layers.Dense(3, kernel_regularizer="l2", name="regularized")])
+        model.compile(optimizer=k.optimizers.SGD(), loss=k.losses.MeanSquaredError(reduction="none"))
+        return model.fit(**inputs, verbose=0)
+    one_hot = np.eye(3, dtype=np.float32)[y]
+    return {"labels_do_not_broadcast": attempt(lambda: fit(x=x, y=one_hot[:, 0], batch_size=4, shuffle=False)),
+            "class_missing": attempt(lambda: fit(x=data.Dataset.from_tensor_slices((x, one_hot)).batch(2),
+                                                 class_weight={0: 2.0}))}
