@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -484,3 +486,26 @@ def test_weights_files_are_checked_and_saved_by_every_worker(tmp_path):
         np.testing.assert_array_equal(a, b)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c1.weights.h5", "c2.weights.h5", "keras.weights.h5",
                                                           "w.weights.h5"]
+
+
+def test_an_uncompiled_model_has_no_optimizer_attribute_as_keras_3():
+    model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
+    assert not hasattr(model, "optimizer") and model.loss is None
+    with pytest.raises(ValueError, match="You must call `compile\\(\\)`"):
+        model.fit(X[:4, :3], Y[:4], verbose=0)
+    model.compile("sgd", "mse")
+    assert type(model.optimizer).__name__ == "SGD"
+
+
+@pytest.mark.parametrize(("shuffle", "warns"), [(True, True), ("batch", True), (False, False)])
+def test_fit_warns_that_shuffle_does_not_apply_to_a_dataset_as_keras(shuffle, warns):
+    model = build_model("sgd")
+    dataset = md.Dataset.from_tensor_slices((X, Y)).batch(16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(dataset, verbose=0, shuffle=shuffle)
+        model.fit(X, Y, verbose=0, shuffle=shuffle)  # arrays are shuffled: nothing to warn about
+        model.evaluate(dataset, verbose=0)
+    assert [str(w.message) for w in caught] == warns * [
+        "`shuffle=True` was passed, but will be ignored since the data `x` was provided as a tf.data.Dataset. The "
+        "Dataset is expected to already be shuffled (via `.shuffle(buffer_size)`)."]

@@ -6,6 +6,7 @@ inputs Keras refuses raise its error class and text."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -149,4 +150,7 @@ def as_dataset(x: Any, y: Any = None, sample_weight: Any = None, batch_size: int
     if not _is_dataset(x):
         return _array_dataset(x, y, sample_weight, batch_size, steps, shuffle, class_weight)
     _check_dataset_arguments(x, y, sample_weight)
+    if shuffle:
+        warnings.warn("`shuffle=True` was passed, but will be ignored since the data `x` was provided as a tf.data.Dataset. "
+                      "The Dataset is expected to already be shuffled (via `.shuffle(buffer_size)`).", stacklevel=3)
     return x if class_weight is None else _with_class_weights(x, class_weight)

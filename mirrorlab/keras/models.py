@@ -41,7 +41,7 @@ class Model:
     def __init__(self, name: str | None = None) -> None:
         self.name = name or type(self).__name__.lower()
         self._layers: list[Layer] = []  # as added, an InputLayer included
-        self.optimizer: optimizers_lib.Optimizer | None = None
+        # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None
         self._compile_metrics: CompileMetrics | None = None
         self.stop_training = False
@@ -56,6 +56,11 @@ class Model:
     @property
     def distribute_strategy(self) -> Any:
         return self._strategy
+
+    @property
+    def _optimizer(self) -> optimizers_lib.Optimizer | None:
+        """The compiled optimizer, or None before ``compile``."""
+        return self.__dict__.get("optimizer")
 
     @property
     def compiled_metrics(self) -> list[metrics_lib.Metric]:
@@ -89,8 +94,8 @@ class Model:
         children: dict[str, Any] = {}
         if self.built:
             children["_functional"] = {"_operations": [None, *self.layers]}
-        if self.optimizer is not None:
-            children["optimizer"] = self.optimizer
+        if self._optimizer is not None:
+            children["optimizer"] = self._optimizer
         return children
 
     def build(self, input_shape: tuple) -> None:
@@ -165,8 +170,8 @@ class Model:
         if not weights or is_cupy(weights[0]._read()) == is_cupy(x):
             return
         state = [*weights, *self._metric_variables()]
-        if self.optimizer is not None and self.optimizer.built:
-            state += self.optimizer.variables
+        if self._optimizer is not None and self._optimizer.built:
+            state += self._optimizer.variables
         for var in state:
             var._relocate(x)
 
@@ -373,7 +378,7 @@ class Model:
         ``validation_split`` of the arrays (taken before shuffling), is evaluated after the epochs ``validation_freq`` picks (every n-th, or those listed, counting
         from 1), on the first ``validation_steps`` batches of a fresh pass, as Keras 3 does; its results enter the
         logs as ``val_<name>``."""
-        if self.optimizer is None:
+        if self._optimizer is None:
             raise ValueError("You must call `compile()` before using the model.")
         if validation_split and validation_data is None:
             (x, y, sample_weight), validation_data = train_validation_split((x, y, sample_weight), validation_split)
