@@ -138,3 +138,19 @@ def test_a_set_strategy_belongs_to_one_thread_and_each_simulated_worker():
 
     assert SimCluster(workers=2).run(program).values() == [[True, True, False]] * 2
     assert not ml.has_strategy()
+
+
+def test_distributed_variables_are_distributed_values_as_in_tf():
+    strategy = ml.MirroredStrategy(["CPU:0", "CPU:1"])
+    with strategy.scope():
+        mirrored = ml.Variable(1.0)
+        on_read = ml.Variable(1.0, synchronization=ml.VariableSynchronization.ON_READ,
+                              aggregation=ml.VariableAggregation.SUM)
+    per_replica = strategy.run(lambda: ml.get_replica_context().replica_id_in_sync_group)
+    for value in (mirrored, on_read, per_replica):
+        assert isinstance(value, ml.DistributedValues) and isinstance(value, ml.distribute.DistributedValues)
+    assert issubclass(ml.MirroredVariable, ml.DistributedValues) and issubclass(ml.PerReplica, ml.DistributedValues)
+    plain, component = ml.Variable(1.0), mirrored.values[1]
+    assert not isinstance(plain, ml.DistributedValues) and not isinstance(component, ml.DistributedValues)
+    # A variable passed to run stays the variable (each replica reads its own copy), as TF's select_replica does.
+    assert strategy.run(lambda v: v is mirrored, args=(mirrored,)) is True

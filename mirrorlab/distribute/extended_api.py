@@ -16,7 +16,7 @@ from ..tensor import IndexedSlices, as_tensor, is_cupy
 from . import context
 from .regroup import regroup, select_replica
 from .one_device import check_batch_placement
-from .values import DistributedValues, Mirrored
+from .values import Mirrored, ReplicaValues
 from .variables import ComponentVariable, DistributedVariable, Variable, _ArrayLike, _new_tensor
 
 if TYPE_CHECKING:
@@ -116,9 +116,9 @@ class ExtendedApi:
         """MirroredStrategy's (and MWMS's) broadcast: a local copy per destination device."""
         if isinstance(tensor, (int, float)):
             return tensor
-        if not isinstance(destinations, (DistributedValues, DistributedVariable)) and not destinations:
+        if not isinstance(destinations, (ReplicaValues, DistributedVariable)) and not destinations:
             raise ValueError(f"{BAD_DESTINATIONS}\nFix: pass a variable or a device name such as '/cpu:0'.")
-        if not isinstance(destinations, (DistributedValues, Variable, IndexedSlices, str)) and not (
+        if not isinstance(destinations, (ReplicaValues, Variable, IndexedSlices, str)) and not (
                 hasattr(destinations, "__array_interface__") or is_cupy(destinations)):
             raise ValueError(f"{BAD_DESTINATIONS}\nGot {type(destinations).__name__} {destinations!r}; fix: pass a "
                              "variable or a device name such as '/cpu:0'.")
@@ -139,7 +139,7 @@ class ExtendedApi:
     def _mirror_to(self, value: Any, destinations: Any) -> Any:
         """``value`` on each device of ``destinations``: a Mirrored for a variable or distributed value with several
         local copies, else one new value (on a local copy's device, or the named one)."""
-        if isinstance(destinations, (DistributedVariable, DistributedValues)) and len(destinations.values) > 1:
+        if isinstance(destinations, (DistributedVariable, ReplicaValues)) and len(destinations.values) > 1:
             return Mirrored([self._placement.put(_new_tensor(value), k) for k in range(len(destinations.values))])
         return self._placement.put(_new_tensor(value), self._device_index(destinations))
 
@@ -162,7 +162,7 @@ class ExtendedApi:
         """``reduce_to`` for each ``(value, destinations)`` pair, in order (MirroredStrategy first refuses a batch of
         several values with an int32 one, as TF's)."""
         if self._is_mirrored:
-            check_batch_placement([list(value.values) if isinstance(value, (DistributedValues, DistributedVariable))
+            check_batch_placement([list(value.values) if isinstance(value, (ReplicaValues, DistributedVariable))
                                    else [value if hasattr(value, "dtype") else as_tensor(value)]
                                    for value, _ in value_destination_pairs])
         return [self.reduce_to(reduce_op, value, destinations, options)

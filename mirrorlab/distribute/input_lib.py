@@ -22,7 +22,7 @@ from ..data.sharding import DeclaredShapeError, worker_pipeline
 from . import context
 from .input_context import InputContext
 from .regroup import regroup
-from .values import DistributedValues, PerReplicaSpec
+from .values import PerReplicaSpec, ReplicaValues
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -291,7 +291,7 @@ class DistributedIterator:
 
     def _value_spec(self, value: Any) -> Any:
         """The spec of one leaf of a step's value, from its arrays (TF's ``Optional.from_value``)."""
-        if isinstance(value, DistributedValues):
+        if isinstance(value, ReplicaValues):
             return PerReplicaSpec(*[TensorSpec.of(v) for v in self._strategy.experimental_local_results(value)])
         return TensorSpec.of(value)
 

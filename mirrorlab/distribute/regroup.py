@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import nest
-from .values import DistributedValues, PerReplica
+from .values import PerReplica, ReplicaValues
 
 __all__ = ["regroup", "select_replica"]
 
@@ -40,10 +40,10 @@ def regroup(values: Sequence[Any], wrap: type = PerReplica, always_wrap: bool = 
 
 def select_replica(local_id: int, structure: Any) -> Any:
     """``structure`` as replica ``local_id`` sees it: each DistributedValues leaf replaced by its component."""
-    if isinstance(structure, DistributedValues):
+    if isinstance(structure, ReplicaValues):
         return structure._get_replica(local_id)
     if not nest.is_nested(structure):
         return structure
     leaves = nest.flatten(structure)
-    picked = [v._get_replica(local_id) if isinstance(v, DistributedValues) else v for v in leaves]
+    picked = [v._get_replica(local_id) if isinstance(v, ReplicaValues) else v for v in leaves]
     return nest.pack_sequence_as(structure, picked)

@@ -12,7 +12,7 @@ from .. import errors
 from ..aggregation import ReduceOp
 from ..collective.group import tf_dtype, truediv_dtype
 from ..tensor import IndexedSlices, like, to_host
-from .values import DistributedValues
+from .values import ReplicaValues
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -37,7 +37,7 @@ def is_scatter(kind: str) -> bool:
 
 def _check(sparse_delta: Any) -> None:
     """TF's TypeError unless ``sparse_delta`` is IndexedSlices (or a PerReplica of them)."""
-    parts = sparse_delta.values if isinstance(sparse_delta, DistributedValues) else (sparse_delta,)
+    parts = sparse_delta.values if isinstance(sparse_delta, ReplicaValues) else (sparse_delta,)
     if not all(isinstance(p, IndexedSlices) for p in parts):
         raise TypeError(f"Argument `sparse_delta` must be a `tf.IndexedSlices`. Received arg: {sparse_delta}")
 

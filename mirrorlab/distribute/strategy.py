@@ -37,7 +37,7 @@ from .regroup import regroup, select_replica
 from .scatter import reduce_slices
 from .replica_context import ReplicaContext
 from .replica_pool import InlinePool, SyncRequest, ThreadPool
-from .values import DistributedValues, Mirrored
+from .values import Mirrored, ReplicaValues
 from .variables import (DistributedVariable, MirroredVariable, SyncOnReadVariable, _initial_array,
                         validate_synchronization_aggregation_trainable)
 
@@ -223,7 +223,7 @@ class StrategyExtended(ExtendedApi):
         """The local per-replica arrays behind a leaf passed to reduce/gather."""
         if isinstance(value, DistributedVariable):
             return list(value._components)
-        if isinstance(value, DistributedValues):
+        if isinstance(value, ReplicaValues):
             return [as_tensor(v) for v in value.values]
         return [as_tensor(value)] * len(self._devices)
 
@@ -358,7 +358,7 @@ class Strategy:
             else:
                 # One replica's value as given (TF's MEAN hands a Python number back unconverted).
                 lone_copy = copies and not ext._is_mirrored and isinstance(leaf, DistributedVariable)
-                plain = leaf.values[0] if isinstance(leaf, DistributedValues) or lone_copy else (
+                plain = leaf.values[0] if isinstance(leaf, ReplicaValues) or lone_copy else (
                     ext._components(leaf)[0] if _is_distributed(leaf) else leaf)
                 if single:
                     out[i] = self._reduce_non_distributed(op, plain)
@@ -378,7 +378,7 @@ class Strategy:
     def _reduce_slices(self, op: ReduceOp, value: Any, site: str) -> IndexedSlices:
         """IndexedSlices (per replica, or the same on every local replica) combined over all replicas."""
         local = len(self._extended._devices)
-        parts = list(value.values) if isinstance(value, DistributedValues) else [value] * local
+        parts = list(value.values) if isinstance(value, ReplicaValues) else [value] * local
         return reduce_slices(self, op, parts, site)
 
     def _reduce_non_distributed(self, op: ReduceOp, value: Any) -> Any:
@@ -459,7 +459,7 @@ class Strategy:
     def experimental_local_results(self, value: Any) -> tuple:
         """The values of this worker's replicas, in local replica order: one structure per replica with
         each distributed leaf replaced by that replica's component; ``(value,)`` if nothing is distributed."""
-        if isinstance(value, (DistributedValues, DistributedVariable)):
+        if isinstance(value, (ReplicaValues, DistributedVariable)):
             return tuple(value.values)
         if not any(_is_distributed(leaf) for leaf in nest.flatten(value)):
             return (value,)
@@ -480,12 +480,12 @@ class Strategy:
 
 
 def _is_distributed(value: Any) -> bool:
-    return isinstance(value, (DistributedValues, DistributedVariable))
+    return isinstance(value, (ReplicaValues, DistributedVariable))
 
 
 def _holds_slices(value: Any) -> bool:
     """True for IndexedSlices and distributed values of them (sparse gradients)."""
-    if isinstance(value, DistributedValues):
+    if isinstance(value, ReplicaValues):
         value = value.values[0]
     return isinstance(value, IndexedSlices)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from abc import ABC
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,11 +12,17 @@ import numpy as np
 from ..tensor import to_host
 from . import context
 
-__all__ = ["DistributedValues", "PerReplica", "Mirrored", "PerReplicaSpec"]
+__all__ = ["DistributedValues", "ReplicaValues", "PerReplica", "Mirrored", "PerReplicaSpec"]
 
 
-class DistributedValues:
-    """One value per local replica of this worker (index = local replica id)."""
+class DistributedValues(ABC):
+    """TF's ``tf.distribute.DistributedValues``, for ``isinstance``: per-replica and mirrored values, and (as in TF)
+    distributed variables, which variables.py registers. mirrorlab's own code tells them apart (``ReplicaValues``)."""
+
+
+class ReplicaValues:
+    """One value per local replica of this worker (index = local replica id): what ``PerReplica`` and ``Mirrored``
+    share; distributed variables are not among them."""
 
     def __init__(self, values: Sequence[Any]) -> None:
         self._values = tuple(values)
@@ -34,11 +41,14 @@ class DistributedValues:
     __str__ = __repr__
 
 
-class PerReplica(DistributedValues):
+DistributedValues.register(ReplicaValues)
+
+
+class PerReplica(ReplicaValues):
     """Values that may differ between replicas (a batch shard, a per-replica loss)."""
 
 
-class Mirrored(DistributedValues):
+class Mirrored(ReplicaValues):
     """Values that are identical on every replica (e.g. an update's result). As TF's, it acts as its value:
     public attributes, operators and NumPy conversion use this replica's copy (the first outside ``run``)."""
 

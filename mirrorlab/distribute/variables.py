@@ -28,7 +28,7 @@ from .regroup import regroup
 from .replica_pool import SyncRequest
 from .scatter import UNAGGREGATABLE, ScatterMethods, check_scatter_kernel, is_scatter, scatter_rows
 from .scatter_nd import PER_COPY_ND_KINDS, SCATTER_ND_KINDS, ScatterNdMethods, scatter_nd
-from .values import DistributedValues, Mirrored
+from .values import DistributedValues, Mirrored, ReplicaValues
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -82,7 +82,7 @@ def _own_copy(value: Any) -> Any:
 def _convert(value: Any, dtype: np.dtype | None) -> Any:
     """``value`` as an array of ``dtype``: Python numbers take the dtype, arrays must cast safely; strings convert
     only to (and from) strings, kept in TF's form (see ``tensor.canonical``)."""
-    if isinstance(value, DistributedValues):
+    if isinstance(value, ReplicaValues):
         raise TypeError("Cannot use DistributedValues to update variables in replica context.")
     if isinstance(value, Variable):
         value = value._read()
@@ -672,20 +672,23 @@ class DistributedVariable(Variable):
 
     def _update_cross_replica(self, kind: str, value: Any) -> None:
         # A distributed value, or another distributed variable, gives each copy its own replica's part.
-        if isinstance(value, (DistributedValues, DistributedVariable)):
+        if isinstance(value, (ReplicaValues, DistributedVariable)):
             for k, component in enumerate(value.values):
                 self._set_local(k, kind, component)
         else:
             self._set_all(kind, value)
 
     def _update_replica(self, local_id: int, kind: str, value: Any) -> None:
-        if isinstance(value, DistributedValues):
+        if isinstance(value, ReplicaValues):
             raise TypeError("Cannot use DistributedValues to update variables in replica context.")
         self._set_local(local_id, kind, value)
 
     def __repr__(self) -> str:
         body = ",\n".join(f"  {k}: {c!r}" for k, c in enumerate(self.values))
         return f"{type(self).__name__}:{{\n{body}\n}}"
+
+
+DistributedValues.register(DistributedVariable)  # as in TF, where DistributedVariable subclasses DistributedValues
 
 
 class MirroredVariable(DistributedVariable):
@@ -761,7 +764,7 @@ class SyncOnReadVariable(DistributedVariable):
             if kind != "assign":
                 raise ValueError(f"SyncOnReadVariable does not support `{kind}` in cross-replica context when "
                                  "aggregation is set to `tf.VariableAggregation.SUM`.")
-            if isinstance(value, (list, tuple, DistributedValues)):
+            if isinstance(value, (list, tuple, ReplicaValues)):
                 raise TypeError(f"unsupported operand type(s) for /: '{type(value).__name__}' and 'int'\nFix: "
                                 "assign a tensor (e.g. tf.constant(value)), the same one for every copy.")
             n = self._strategy.num_replicas_in_sync
@@ -776,7 +779,7 @@ class SyncOnReadVariable(DistributedVariable):
                                     f"\nFix: a {dtype_name(self._dtype)} ON_READ variable cannot be SUM-aggregated; "
                                     "use ONLY_FIRST_REPLICA.")
                 value = mean_of_sum(value, n).astype(self._dtype, copy=False)
-        elif isinstance(value, DistributedValues):
+        elif isinstance(value, ReplicaValues):
             raise AttributeError(f"'{type(value).__name__}' object has no attribute 'dtype'\nFix: an ON_READ "
                                  "variable's copies take per-replica values inside strategy.run.")
         super()._update_cross_replica(kind, value)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..aggregation import ReduceOp, VariableAggregation
 from ..distribute import context
-from ..distribute.values import DistributedValues
+from ..distribute.values import ReplicaValues
 from ..distribute.variables import Variable
 from ..tensor import asarray, like
 from ..train.checkpoint import restore_on_create
@@ -142,7 +142,7 @@ class Optimizer(ABC):
         if not pairs:
             raise ValueError("No gradients provided for any variable.")
         variables = [v for _, v in pairs]
-        grads = self._clip([asarray(g, v.dtype) if not isinstance(g, DistributedValues) else g for g, v in pairs])
+        grads = self._clip([asarray(g, v.dtype) if not isinstance(g, ReplicaValues) else g for g, v in pairs])
         frame = context.current_frame()
         if frame is None or frame.replica is None:
             self._apply(grads, variables)
@@ -165,7 +165,7 @@ class Optimizer(ABC):
             for var in variables:
                 var.assign_sub(var.value() * var.dtype.type(self.weight_decay) * var.dtype.type(lr))
         for g, var in zip(grads, variables):
-            if isinstance(g, DistributedValues):
+            if isinstance(g, ReplicaValues):
                 g = g.values[0]  # identical on every replica after the all-reduce
             slots = {s: self._slots[s][self._index[id(var)]] for s in (*self.slot_names, *self.extra_slot_names)}
             self._update(var, asarray(g, var.dtype), slots, lr, step)

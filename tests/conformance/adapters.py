@@ -209,8 +209,8 @@ class MirrorlabApi(Api):
         return self.MultiWorkerMirroredStrategy()
 
     def is_distributed_values(self, value: Any) -> bool:
-        """``ml.DistributedValues`` (mirrorlab's distributed variables are not among them)."""
-        return isinstance(value, self._ml.DistributedValues)
+        """``ml.DistributedValues`` that are not variables."""
+        return isinstance(value, self._ml.DistributedValues) and not isinstance(value, self._ml.Variable)
 
     def cast(self, value: Any, dtype: str) -> Any:
         """``np.asarray(value).astype(dtype)``."""
