@@ -3,7 +3,8 @@
 TF differentiates any op; mirrorlab's layers and losses carry their own backward passes, so the tape follows
 values built from them. While a tape records (in the calling thread, i.e. one replica), Keras model calls, Keras
 losses, regularization losses (``model.losses``), ``nn.compute_average_loss``, ``nn.scale_regularization_loss``,
-``add_n`` and ``+ - * /`` with constants or other such values return ``Tracked`` values: arrays that remember how
+``add_n``, ``+ - * /`` with constants or other such values and the differentiable tensor functions of ``array_ops``
+(which also watch trainable variables) return ``Tracked`` values: arrays that remember how
 they were made. ``tape.gradient(target, sources)`` runs the chain backwards to the sources (variables). Anything
 else a program computes is a plain array, and the tape says so if the target is one.
 """
@@ -132,6 +133,10 @@ def _binary(a: Any, b: Any, op: Callable[[Any, Any], Any],
             grads: Callable[[Any, Any, Any], tuple[Any, Any]]) -> Tracked:
     """``op(a, b)`` with its backward step (gradients reduced to each operand's shape)."""
     va, vb = untracked(a), untracked(b)
+    if isinstance(va, (list, tuple)) and isinstance(b, Tracked):  # a Python list converts to the tensor's dtype
+        va = np.asarray(va, vb.dtype)
+    if isinstance(vb, (list, tuple)):
+        vb = np.asarray(vb, va.dtype)
     out = op(va, vb)
 
     def backward(g: Any) -> list[tuple[Any, Any]]:
@@ -192,7 +197,8 @@ class GradientTape:
             raise ValueError(
                 "mirrorlab's GradientTape cannot differentiate this target: it was not computed from values the "
                 "tape follows.\nFix: build the loss from Keras model calls, Keras losses, model.losses, "
-                "nn.compute_average_loss / scale_regularization_loss, add_n and + - * / (call the model inside "
+                "nn.compute_average_loss / scale_regularization_loss, add_n, + - * / and tensor functions such as "
+                "reduce_sum, matmul and sigmoid on trainable variables (call the model inside "
                 "the `with GradientTape()` block).")
         seed = asarray(output_gradients) if output_gradients is not None else np.ones_like(target.value)
         found = _backpropagate(target, like(seed, target.value))

@@ -1,4 +1,4 @@
-"""``mirrorlab.nn``: the loss scaling helpers of ``tf.nn`` that distributed training needs."""
+"""``mirrorlab.nn``: the loss scaling helpers of ``tf.nn`` that distributed training needs, and its activations."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from . import errors
+from .array_ops import relu, sigmoid, tanh
 from .autodiff import track, unbroadcast, untracked
 from .distribute import context
 from .tensor import as_tensor, asarray, like, to_host
 
-__all__ = ["compute_average_loss", "scale_regularization_loss"]
+__all__ = ["compute_average_loss", "scale_regularization_loss", "relu", "sigmoid", "tanh"]
 
 
 def broadcasting(op: Callable[[Any, Any], Any], name: str, a: Any, b: Any, fix: str) -> Any:

@@ -1,0 +1,619 @@
+"""TF's everyday tensor functions (``tf.identity``, ``tf.reshape``, ``tf.reduce_sum``, ``tf.matmul``...) on NumPy and
+CuPy arrays, with TF 2.21's dtypes, shapes and errors, so TF snippets run with only the import changed.
+
+Inputs convert as ``tf.convert_to_tensor`` does (Python floats float32, ints int32); a binary op converts its second
+operand to the first one's dtype, as TF's kernels see them. On a recording ``GradientTape`` the differentiable ones
+(identity, cast between floats, reshape, expand_dims, squeeze, transpose, reduce_sum/mean, add/subtract/multiply/
+divide, negative, square, sqrt, exp, log, abs, sigmoid, tanh, relu, matmul) follow ``Tracked`` values and trainable
+variables, as TF's tape watches them; the others refuse tracked values instead of silently dropping a gradient
+(comparisons, argmax and shapes have no gradient in TF either, and take them).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import errors
+from .autodiff import Tracked, recording, untracked
+from .collective.group import truediv_dtype
+from .constant import constant
+from .distribute.variables import Variable
+from .tensor import array_module, as_tensor, is_string
+
+__all__ = ["identity", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+           "reduce_any", "reduce_all", "zeros", "ones", "zeros_like", "ones_like", "fill", "range", "stack", "concat",
+           "shape", "size", "rank", "square", "sqrt", "exp", "log", "abs", "sigmoid", "tanh", "negative", "relu",
+           "add", "subtract", "multiply", "divide", "truediv", "maximum", "minimum", "equal", "not_equal", "greater",
+           "greater_equal", "less", "less_equal", "argmax", "argmin", "matmul", "expand_dims", "squeeze",
+           "transpose", "where", "one_hot", "clip_by_value", "gather"]
+
+_SUM_TYPES = "float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, " \
+             "quint16, uint16, complex128, half, uint32, uint64"
+_MAX_TYPES = "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8, quint8, " \
+             "qint32, qint16, quint16"
+_FLOAT_TYPES = "bfloat16, half, float, double, complex64, complex128"
+
+
+def _tensor(x: Any) -> Any:
+    """``x`` as an array (a ``Tracked`` value's array)."""
+    return as_tensor(untracked(x))
+
+
+def _watched(x: Any) -> Any:
+    """A trainable float variable read while a tape records: a ``Tracked`` leaf whose gradient goes to the variable
+    (the object the caller holds, so ``tape.gradient(loss, [v])`` finds it), as TF's tape watches trainable variables."""
+    if isinstance(x, Variable) and recording() and x.trainable and np.dtype(x.dtype).kind in "fc":
+        return Tracked(x.value(), lambda g: [(x, g)])
+    return x
+
+
+def _refuse_tracked(name: str, *inputs: Any) -> None:
+    """Ops without a backward step must not drop a gradient silently."""
+    if any(isinstance(x, Tracked) for x in inputs):
+        raise errors.UnimplementedError(
+            f"mirrorlab's GradientTape cannot differentiate through tf.{name}.\nFix: compute it outside the tape, or "
+            "build the loss from Keras layers and losses and the differentiable functions (see mirrorlab.array_ops).")
+
+
+def _check_types(x: Any, allowed: str, what: str) -> None:
+    """TF's kernel registry error for a dtype an op has no kernel for."""
+    name = {"float32": "float", "float64": "double", "float16": "half"}.get(x.dtype.name, x.dtype.name)
+    if is_string(x.dtype):
+        name = "string"
+    if name not in allowed.split(", "):
+        raise errors.InvalidArgumentError(f"Value for attr 'T' of {name} is not in the list of allowed values: "
+                                          f"{allowed}\nFix: cast the input first (tf.cast) for {what}.")
+
+
+# -- identity, conversion, shapes -------------------------------------------------------------------------------
+
+
+def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's argument name)
+    """A new tensor with ``input``'s value (a variable's current value)."""
+    input = _watched(input)  # noqa: A001
+    if isinstance(input, Tracked):
+        return input
+    value = _tensor(input)
+    return value.copy() if hasattr(value, "copy") else value
+
+
+def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
+    """``x`` converted to ``dtype`` (floats truncate toward zero into integers; nonzero is True)."""
+    target = np.dtype(dtype)
+    x = _watched(x)
+    value = _tensor(x)
+    if is_string(value.dtype) != is_string(target):
+        source = "string" if is_string(value.dtype) else value.dtype.name
+        dest = "string" if is_string(target) else {"float32": "float", "float64": "double"}.get(target.name, target.name)
+        raise errors.UnimplementedError(f"Cast {source} to {dest} is not supported [Op:Cast] name: ")
+    result = value.astype(target)
+    if isinstance(x, Tracked):
+        if target.kind not in "fc" or value.dtype.kind not in "fc":
+            _refuse_tracked("cast to a non-float dtype", x)
+        return Tracked(result, lambda g: [(x, g.astype(value.dtype))], (x,))
+    return result
+
+
+def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
+    """``tensor`` with a new shape (one dimension may be -1)."""
+    tensor = _watched(tensor)
+    value = _tensor(tensor)
+    dims = [int(d) for d in np.atleast_1d(_tensor(shape))] if np.ndim(untracked(shape)) or shape != [] else []
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise errors.InvalidArgumentError(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]} "
+                                          "[Op:Reshape]")
+    known = int(np.prod([d for d in dims if d != -1]))
+    if unknown and (known == 0 or value.size % known) or not unknown and known != value.size:
+        need = f"requires a multiple of {known}" if unknown else f"has {known}"
+        raise errors.InvalidArgumentError(f"Input to reshape is a tensor with {value.size} values, but the requested "
+                                          f"shape {need} [Op:Reshape]")
+    return _reshaped(tensor, value.reshape(dims))
+
+
+def _reshaped(x: Any, result: Any) -> Any:
+    """``result`` (``x``'s values in another shape) with the backward step that shapes the gradient back."""
+    if not isinstance(x, Tracked):
+        return result
+    return Tracked(result, lambda g: [(x, g.reshape(x.shape))], (x,))
+
+
+def shape(input: Any, out_type: Any = np.int32, name: str | None = None) -> Any:  # noqa: A002
+    """The shape as a 1-d integer tensor."""
+    return np.asarray(_tensor(input).shape, dtype=out_type)
+
+
+def size(input: Any, out_type: Any = np.int32, name: str | None = None) -> Any:  # noqa: A002
+    """The number of elements as a scalar tensor."""
+    return np.asarray(_tensor(input).size, dtype=out_type)
+
+
+def rank(input: Any, name: str | None = None) -> Any:  # noqa: A002
+    """The number of dimensions as an int32 scalar."""
+    return np.asarray(_tensor(input).ndim, dtype=np.int32)
+
+
+# -- reductions -------------------------------------------------------------------------------------------------
+
+
+def _axes(value: Any, axis: Any, op: str) -> tuple[int, ...] | None:
+    """``axis`` (None, an int or a list) as a tuple of non-negative axes, with TF's error for one out of range."""
+    if axis is None:
+        return None
+    axes = tuple(int(a) for a in np.atleast_1d(untracked(axis)))
+    for a in axes:
+        if not -value.ndim <= a < max(value.ndim, 1):
+            raise errors.InvalidArgumentError(f"Invalid reduction dimension ({a} for input with {value.ndim} "
+                                              f"dimension(s) [Op:{op}]")
+    return tuple(a % max(value.ndim, 1) for a in axes)
+
+
+def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """The sum over ``axis`` (all axes by default), in the input's dtype (integers wrap as TF's)."""
+    input_tensor = _watched(input_tensor)
+    value = _tensor(input_tensor)
+    _check_types(value, _SUM_TYPES, "reduce_sum")
+    axes = _axes(value, axis, "Sum")
+    if isinstance(input_tensor, Tracked):
+        return input_tensor.sum(axis=axes, keepdims=keepdims, dtype=value.dtype)
+    return array_module(value).asarray(value.sum(axis=axes, keepdims=keepdims, dtype=value.dtype))
+
+
+def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """The mean over ``axis``: floats as NumPy (NaN when empty); integers divide truncating toward zero (0 when
+    empty), as TF's Mean kernel."""
+    input_tensor = _watched(input_tensor)
+    value = _tensor(input_tensor)
+    _check_types(value, _SUM_TYPES, "reduce_mean")
+    axes = _axes(value, axis, "Mean")
+    if isinstance(input_tensor, Tracked):
+        return input_tensor.mean(axis=axes, keepdims=keepdims)
+    xp = array_module(value)
+    count = value.size if axes is None else int(np.prod([value.shape[a] for a in axes]))
+    total = value.sum(axis=axes, keepdims=keepdims, dtype=value.dtype)
+    if value.dtype.kind in "fc":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return xp.asarray(total / value.dtype.type(count)).astype(value.dtype)
+    if not count:
+        return xp.zeros_like(xp.asarray(total))
+    quotient = xp.abs(total.astype(np.int64)) // count
+    return xp.asarray(xp.where(total < 0, -quotient, quotient)).astype(value.dtype)
+
+
+def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: bool) -> Any:
+    """reduce_max/min: an empty reduction gives the dtype's lowest/highest value (-inf/inf for floats)."""
+    _refuse_tracked(f"reduce_{op.lower()}", input_tensor)
+    value = _tensor(input_tensor)
+    _check_types(value, _MAX_TYPES, f"reduce_{op.lower()}")
+    axes = _axes(value, axis, op)
+    if value.dtype.kind == "f":
+        initial = -np.inf if highest else np.inf
+    else:
+        info = np.iinfo(value.dtype)
+        initial = info.min if highest else info.max
+    reduce = array_module(value).max if highest else array_module(value).min
+    return array_module(value).asarray(reduce(value, axis=axes, keepdims=keepdims, initial=initial))
+
+
+def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """The maximum over ``axis`` (the dtype's lowest value when empty)."""
+    return _extreme(input_tensor, axis, keepdims, "Max", True)
+
+
+def reduce_min(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """The minimum over ``axis`` (the dtype's highest value when empty)."""
+    return _extreme(input_tensor, axis, keepdims, "Min", False)
+
+
+def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """The product over ``axis``, in the input's dtype (1 when empty)."""
+    _refuse_tracked("reduce_prod", input_tensor)
+    value = _tensor(input_tensor)
+    _check_types(value, _SUM_TYPES, "reduce_prod")
+    axes = _axes(value, axis, "Prod")
+    return array_module(value).asarray(value.prod(axis=axes, keepdims=keepdims, dtype=value.dtype))
+
+
+def _boolean(input_tensor: Any, axis: Any, keepdims: bool, op: str) -> Any:
+    value = constant(untracked(input_tensor), np.bool_) if not hasattr(input_tensor, "dtype") else _tensor(input_tensor)
+    if value.dtype != np.bool_:
+        raise TypeError(f"Cannot convert {untracked(input_tensor)!r} to EagerTensor of dtype bool")
+    axes = _axes(value, axis, op)
+    reduce = value.any if op == "Any" else value.all
+    return array_module(value).asarray(reduce(axis=axes, keepdims=keepdims))
+
+
+def reduce_any(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Logical or over ``axis`` (booleans only)."""
+    return _boolean(input_tensor, axis, keepdims, "Any")
+
+
+def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Logical and over ``axis`` (booleans only; True when empty)."""
+    return _boolean(input_tensor, axis, keepdims, "All")
+
+
+# -- creation ---------------------------------------------------------------------------------------------------
+
+
+def _dims(shape_value: Any) -> tuple[int, ...]:
+    dims = tuple(int(d) for d in np.atleast_1d(_tensor(shape_value))) if np.size(shape_value) else ()
+    for d in dims:
+        if d < 0:
+            raise errors.InvalidArgumentError(f"Dimension {d} must be >= 0 [Op:Fill] name: ")
+    return dims
+
+
+def zeros(shape: Any, dtype: Any = np.float32, name: str | None = None) -> Any:  # noqa: A002
+    """A tensor of zeros (float32 by default)."""
+    return np.zeros(_dims(shape), dtype=np.dtype(dtype))
+
+
+def ones(shape: Any, dtype: Any = np.float32, name: str | None = None) -> Any:  # noqa: A002
+    """A tensor of ones (float32 by default)."""
+    return np.ones(_dims(shape), dtype=np.dtype(dtype))
+
+
+def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    """Zeros of ``input``'s shape and dtype (or ``dtype``)."""
+    value = _tensor(input)
+    return array_module(value).zeros(value.shape, dtype=value.dtype if dtype is None else np.dtype(dtype))
+
+
+def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    """Ones of ``input``'s shape and dtype (or ``dtype``)."""
+    value = _tensor(input)
+    return array_module(value).ones(value.shape, dtype=value.dtype if dtype is None else np.dtype(dtype))
+
+
+def fill(dims: Any, value: Any, name: str | None = None) -> Any:
+    """A tensor of shape ``dims`` filled with ``value`` (in ``value``'s dtype)."""
+    scalar = _tensor(value)
+    return np.full(_dims(dims), scalar, dtype=scalar.dtype)
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name: str = "range") -> Any:  # noqa: A001
+    """``start, start + delta, ...`` up to ``limit`` (excluded); int32 for Python ints, float32 if any is a float."""
+    if limit is None:
+        start, limit = 0, start
+    values = [_tensor(v) for v in (start, limit, delta)]
+    if dtype is None:
+        kinds = [v.dtype for v in values]
+        dtype = builtins.max(kinds, key=lambda d: (d.kind == "f", d.itemsize))
+    dtype = np.dtype(dtype)
+    first, last, step = (v.astype(dtype).item() for v in values)
+    if step == 0:
+        raise errors.InvalidArgumentError(f"Requires delta != 0: {step} [Op:Range] name: ")
+    if (step > 0 and first > last) or (step < 0 and first < last):
+        relation = "start <= limit when delta > 0" if step > 0 else "start >= limit when delta < 0"
+        raise errors.InvalidArgumentError(f"Requires {relation}: {first}/{last} [Op:Range] name: ")
+    return np.arange(first, last, step, dtype=dtype)
+
+
+# -- joining ----------------------------------------------------------------------------------------------------
+
+
+def _dims_text(shape_value: Sequence[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape_value) + "]"
+
+
+def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
+    """The tensors in ``values`` (of one shape) stacked along a new ``axis``."""
+    _refuse_tracked("stack", *values)
+    if not len(values):
+        return np.zeros((0,), np.float32)
+    arrays = [_tensor(v) for v in values]
+    if not any(isinstance(untracked(v), np.ndarray) for v in values):  # Python values convert as one list would
+        common = np.float32 if any(a.dtype.kind == "f" for a in arrays) else arrays[0].dtype
+        arrays = [a.astype(common) for a in arrays]
+    for k, a in enumerate(arrays[1:], start=1):
+        if a.shape != arrays[0].shape:
+            raise errors.InvalidArgumentError(
+                f"Shapes of all inputs must match: values[0].shape = {_dims_text(arrays[0].shape)} != "
+                f"values[{k}].shape = {_dims_text(a.shape)} [Op:Pack]")
+    return array_module(arrays[0]).stack(arrays, axis=axis)
+
+
+def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
+    """The tensors in ``values`` joined along ``axis`` (in the first one's dtype)."""
+    _refuse_tracked("concat", *values)
+    arrays = [_tensor(v) for v in values]
+    arrays = [a.astype(arrays[0].dtype) for a in arrays]
+    if len(arrays) == 1:
+        return arrays[0]
+    first = arrays[0]
+    where = int(axis) % builtins.max(first.ndim, 1)
+    for k, a in enumerate(arrays[1:], start=1):
+        for d in builtins.range(first.ndim):
+            if d != where and (a.ndim != first.ndim or a.shape[d] != first.shape[d]):
+                raise errors.InvalidArgumentError(
+                    f"ConcatOp : Dimension {d} in both shapes must be equal: shape[0] = {_dims_text(first.shape)} vs. "
+                    f"shape[{k}] = {_dims_text(a.shape)} [Op:ConcatV2]")
+    return array_module(first).concatenate(arrays, axis=where)
+
+
+# -- element-wise -----------------------------------------------------------------------------------------------
+
+
+# The local derivative of each differentiable element-wise function: (upstream g, input, result) -> gradient.
+Derivative = Callable[[Any, Any, Any], Any]
+
+
+def _unary(x: Any, fn: Callable[[Any], Any], float_only: bool, what: str, derivative: Derivative) -> Any:
+    """``fn`` element-wise in ``x``'s dtype (float inputs only where TF has no integer kernel); on a tape the
+    result carries ``derivative``."""
+    x = _watched(x)
+    value = _tensor(x)
+    if float_only:
+        _check_types(value, _FLOAT_TYPES, what)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        result = array_module(value).asarray(fn(value)).astype(value.dtype, copy=False)
+    if isinstance(x, Tracked):
+        return Tracked(result, lambda g: [(x, derivative(g, value, result))], (x,))
+    return result
+
+
+def square(x: Any, name: str | None = None) -> Any:
+    """``x * x`` element-wise."""
+    return _unary(x, lambda v: v * v, False, "square", lambda g, v, r: g * 2 * v)
+
+
+def sqrt(x: Any, name: str | None = None) -> Any:
+    """Square root (floats only; NaN for negatives)."""
+    return _unary(x, np.sqrt, True, "sqrt", lambda g, v, r: g / (2 * r))
+
+
+def exp(x: Any, name: str | None = None) -> Any:
+    """``e ** x`` (floats only)."""
+    return _unary(x, np.exp, True, "exp", lambda g, v, r: g * r)
+
+
+def log(x: Any, name: str | None = None) -> Any:
+    """Natural logarithm (floats only; -inf at 0)."""
+    return _unary(x, np.log, True, "log", lambda g, v, r: g / v)
+
+
+def abs(x: Any, name: str | None = None) -> Any:  # noqa: A001
+    """Absolute value."""
+    return _unary(x, np.abs, False, "abs", lambda g, v, r: g * np.sign(v))
+
+
+def negative(x: Any, name: str | None = None) -> Any:
+    """``-x``."""
+    return _unary(x, np.negative, False, "negative", lambda g, v, r: -g)
+
+
+def tanh(x: Any, name: str | None = None) -> Any:
+    """Hyperbolic tangent (floats only)."""
+    return _unary(x, np.tanh, True, "tanh", lambda g, v, r: g * (1 - r * r))
+
+
+def relu(features: Any, name: str | None = None) -> Any:
+    """``max(features, 0)``."""
+    return _unary(features, lambda v: np.maximum(v, 0), False, "nn.relu", lambda g, v, r: g * (v > 0))
+
+
+def _logistic(value: Any) -> Any:
+    """``1 / (1 + e ** -value)``, in float64 for narrower floats: TF's float32 results to the last bit."""
+    wide = value.astype(np.float64) if value.dtype.itemsize < 8 else value
+    return 1 / (1 + array_module(value).exp(-wide))
+
+
+def sigmoid(x: Any, name: str | None = None) -> Any:
+    """``1 / (1 + e ** -x)`` (floats only)."""
+    return _unary(x, _logistic, True, "sigmoid", lambda g, v, r: g * r * (1 - r))
+
+
+def _operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
+    """Both operands of a binary op: the second converted to the first one's dtype (a Python float refused for an
+    integer first operand, with TF's kernel error)."""
+    a = _tensor(x)
+    raw = untracked(y)
+    if isinstance(raw, (np.ndarray, np.generic)) or hasattr(raw, "__array__") and not isinstance(raw, (list, tuple)):
+        return a, as_tensor(raw).astype(a.dtype, copy=False)
+    b = as_tensor(raw)
+    if a.dtype.kind in "iub" and b.dtype.kind in "fc":
+        raise errors.InvalidArgumentError(
+            f"cannot compute {op} as input #1(zero-based) was expected to be a {a.dtype.name} tensor but is a float "
+            f"tensor [Op:{op}] name: \nFix: pass operands of one dtype (tf.cast one of them).")
+    return a, b.astype(a.dtype, copy=False)
+
+
+def _broadcasting(fn: Callable[[Any, Any], Any], a: Any, b: Any, op: str) -> Any:
+    try:
+        shape_out = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            f"Incompatible shapes: {_dims_text(a.shape)} vs. {_dims_text(b.shape)} [Op:{op}] name: ") from None
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return array_module(a).asarray(fn(a, b)).reshape(shape_out)
+
+
+def _arithmetic(x: Any, y: Any, op: str, fn: Callable[[Any, Any], Any], tracked: Callable[[Any, Any], Any]) -> Any:
+    x, y = _watched(x), _watched(y)
+    a, b = _operands(x, y, op)
+    result = _broadcasting(fn, a, b, op)
+    if isinstance(x, Tracked) or isinstance(y, Tracked):
+        return tracked(x if isinstance(x, Tracked) else a, y if isinstance(y, Tracked) else b)
+    return result.astype(a.dtype, copy=False) if op != "RealDiv" else result
+
+
+def add(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x + y`` element-wise, broadcasting."""
+    return _arithmetic(x, y, "AddV2", np.add, lambda a, b: a + b)
+
+
+def subtract(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x - y`` element-wise, broadcasting."""
+    return _arithmetic(x, y, "Sub", np.subtract, lambda a, b: a - b)
+
+
+def multiply(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x * y`` element-wise, broadcasting."""
+    return _arithmetic(x, y, "Mul", np.multiply, lambda a, b: a * b)
+
+
+def divide(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y``: floats keep their dtype; 8/16-bit integers give float32, wider ones float64 (TF's truediv)."""
+    a = _tensor(x)
+    dtype = truediv_dtype(a.dtype)
+    return _arithmetic(x, y, "RealDiv", lambda p, q: (p.astype(dtype) / q.astype(dtype)), lambda p, q: p / q)
+
+
+truediv = divide
+
+
+def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
+    """Equal/NotEqual convert the second operand as ``tf.constant`` would (a Python float never becomes an int)."""
+    a = _tensor(x)
+    return a, constant(untracked(y), a.dtype)
+
+
+def _elementwise(op: str, fn: Callable[[Any, Any], Any],
+                 operands: Callable[[Any, Any, str], tuple[Any, Any]] = _operands) -> Callable[..., Any]:
+    def apply(x: Any, y: Any, name: str | None = None) -> Any:
+        if op in ("Maximum", "Minimum"):  # differentiable in TF (comparisons are not: they take tracked values)
+            _refuse_tracked(op.lower(), x, y)
+        a, b = operands(x, y, op)
+        return _broadcasting(fn, a, b, op)
+    apply.__name__ = op
+    apply.__doc__ = f"TF's element-wise ``{op}``, broadcasting (the second operand in the first one's dtype)."
+    return apply
+
+
+maximum = _elementwise("Maximum", np.maximum)
+minimum = _elementwise("Minimum", np.minimum)
+greater = _elementwise("Greater", np.greater)
+greater_equal = _elementwise("GreaterEqual", np.greater_equal)
+less = _elementwise("Less", np.less)
+less_equal = _elementwise("LessEqual", np.less_equal)
+equal = _elementwise("Equal", np.equal, _strict_operands)
+not_equal = _elementwise("NotEqual", np.not_equal, _strict_operands)
+
+
+def _arg(input: Any, axis: Any, output_type: Any, op: str, fn: Callable[..., Any]) -> Any:  # noqa: A002
+    value = _tensor(input)
+    axis = 0 if axis is None else int(untracked(axis))
+    if value.shape[axis] == 0:
+        raise errors.InvalidArgumentError(f"Reduction axis {axis} is empty in shape {_dims_text(value.shape)} "
+                                          f"[Op:{op}] name: ")
+    return array_module(value).asarray(fn(value, axis=axis)).astype(np.dtype(output_type))
+
+
+def argmax(input: Any, axis: Any = None, output_type: Any = np.int64, name: str | None = None) -> Any:  # noqa: A002
+    """The index of the largest value along ``axis`` (0 by default), int64 unless ``output_type``."""
+    return _arg(input, axis, output_type, "ArgMax", np.argmax)
+
+
+def argmin(input: Any, axis: Any = None, output_type: Any = np.int64, name: str | None = None) -> Any:  # noqa: A002
+    """The index of the smallest value along ``axis`` (0 by default), int64 unless ``output_type``."""
+    return _arg(input, axis, output_type, "ArgMin", np.argmin)
+
+
+def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, name: str | None = None) -> Any:
+    """The matrix product of (batches of) matrices, in ``a``'s dtype; differentiable on a tape."""
+    a, b = _watched(a), _watched(b)
+    x, y = _operands(a, b, "MatMul")
+    if x.ndim != y.ndim:
+        raise errors.InvalidArgumentError(f"In[0] and In[1] has different ndims: {_dims_text(x.shape)} vs. "
+                                          f"{_dims_text(y.shape)} [Op:MatMul] name: ")
+    if x.ndim < 2:
+        raise errors.InvalidArgumentError(f"In[0] and In[1] ndims must be >= 2: {x.ndim} [Op:MatMul] name: ")
+    left = x.swapaxes(-1, -2) if transpose_a else x
+    right = y.swapaxes(-1, -2) if transpose_b else y
+    if left.shape[-1] != right.shape[-2]:
+        raise errors.InvalidArgumentError(f"Matrix size-incompatible: In[0]: {_dims_text(x.shape)}, In[1]: "
+                                          f"{_dims_text(y.shape)} [Op:MatMul] name: ")
+    result = left @ right
+    if not (isinstance(a, Tracked) or isinstance(b, Tracked)):
+        return result
+
+    def backward(g: Any) -> list[tuple[Any, Any]]:
+        grad_left, grad_right = g @ right.swapaxes(-1, -2), left.swapaxes(-1, -2) @ g
+        out = []
+        if isinstance(a, Tracked):
+            out.append((a, grad_left.swapaxes(-1, -2) if transpose_a else grad_left))
+        if isinstance(b, Tracked):
+            out.append((b, grad_right.swapaxes(-1, -2) if transpose_b else grad_right))
+        return out
+    return Tracked(result, backward, (a, b))
+
+
+# -- shape manipulation and selection ---------------------------------------------------------------------------
+
+
+def expand_dims(input: Any, axis: int, name: str | None = None) -> Any:  # noqa: A002
+    """``input`` with a new dimension of size 1 at ``axis``."""
+    input = _watched(input)  # noqa: A001
+    value = _tensor(input)
+    if not -value.ndim - 1 <= axis <= value.ndim:
+        raise errors.InvalidArgumentError(f"Tried to expand dim index {axis} for tensor with {value.ndim} dimensions. "
+                                          "[Op:ExpandDims]")
+    return _reshaped(input, array_module(value).expand_dims(value, axis))
+
+
+def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    """``input`` without its dimensions of size 1 (only those in ``axis`` when given)."""
+    input = _watched(input)  # noqa: A001
+    value = _tensor(input)
+    axes = None if axis is None else tuple(int(a) for a in np.atleast_1d(axis))
+    for a in axes or ():
+        if value.shape[a] != 1:
+            raise errors.InvalidArgumentError(f"Can not squeeze dim[{a % value.ndim}], expected a dimension of 1, got "
+                                              f"{value.shape[a]} [Op:Squeeze]")
+    return _reshaped(input, array_module(value).squeeze(value, axis=axes))
+
+
+def transpose(a: Any, perm: Any = None, name: str = "transpose") -> Any:
+    """``a`` with its dimensions permuted (reversed by default)."""
+    a = _watched(a)
+    value = _tensor(a)
+    order = tuple(reversed(builtins.range(value.ndim))) if perm is None else tuple(int(p) for p in perm)
+    result = array_module(value).transpose(value, order)
+    if not isinstance(a, Tracked):
+        return result
+    return Tracked(result, lambda g: [(a, g.transpose(np.argsort(order)))], (a,))
+
+
+def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
+    """``x`` where ``condition`` holds, else ``y``; with only ``condition``, the int64 coordinates of its True
+    elements."""
+    _refuse_tracked("where", x, y)
+    cond = _tensor(condition)
+    if x is None and y is None:
+        return array_module(cond).argwhere(cond).astype(np.int64)
+    a, b = _operands(x, y, "SelectV2")
+    return array_module(cond).where(cond, a, b)
+
+
+def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = None, axis: int = -1,
+            dtype: Any = None, name: str | None = None) -> Any:
+    """One-hot rows for ``indices`` (all off for an index outside ``[0, depth)``), float32 by default."""
+    index = _tensor(indices)
+    dtype = np.dtype(dtype or (_tensor(on_value).dtype if on_value is not None else np.float32))
+    on = 1 if on_value is None else untracked(on_value)
+    off = 0 if off_value is None else untracked(off_value)
+    hot = index[..., None] == np.arange(int(depth))
+    return np.moveaxis(np.where(hot, on, off).astype(dtype), -1, axis)
+
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Any:
+    """``t`` limited to ``[clip_value_min, clip_value_max]``."""
+    _refuse_tracked("clip_by_value", t)
+    value = _tensor(t)
+    return array_module(value).clip(value, clip_value_min, clip_value_max).astype(value.dtype)
+
+
+def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) -> Any:
+    """The slices of ``params`` at ``indices`` along ``axis`` (TF's error for an index out of range)."""
+    _refuse_tracked("gather", params)
+    value, index = _tensor(params), _tensor(indices)
+    bound = value.shape[axis]
+    for k, i in enumerate(np.ravel(index)):
+        if not 0 <= i < bound:
+            raise errors.InvalidArgumentError(f"indices[{k}] = {i} is not in [0, {bound}) [Op:GatherV2]")
+    return array_module(value).take(value, index, axis=axis)

@@ -1,0 +1,205 @@
+"""TF's everyday tensor functions (``mirrorlab.array_ops``): expressions written once with ``tf`` standing for
+``tensorflow`` or ``mirrorlab``; record_ops_golden.py writes TF 2.21's results into ``golden/ops.json`` and
+test_ops_conformance.py checks mirrorlab's against them, without TF."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient"]
+
+OPS_EXPRESSIONS: list[str] = [
+    'tf.identity(1.)',
+    'tf.identity([1, 2])',
+    'tf.identity(np.float64(2))',
+    'tf.cast([1.7, -1.7], tf.int32)',
+    'tf.cast([0., 2.], tf.bool)',
+    'tf.cast(1, tf.float32)',
+    'tf.cast([True, False], tf.float32)',
+    'tf.cast(np.array([300]), tf.uint8)',
+    "tf.cast(['a'], tf.float32)",
+    'tf.reshape(tf.range(6), (2, 3))',
+    'tf.reshape(tf.range(6), [-1, 2])',
+    'tf.reshape(tf.range(6), (4,))',
+    'tf.reshape(tf.range(6), (-1, 4))',
+    'tf.reshape(5., [1, 1])',
+    'tf.reshape(tf.range(6), (-1, -1))',
+    'tf.reduce_sum([[1, 2], [3, 4]])',
+    'tf.reduce_sum([[1, 2], [3, 4]], axis=0)',
+    'tf.reduce_sum([[1., 2.], [3., 4.]], axis=1, keepdims=True)',
+    'tf.reduce_sum([[1, 2], [3, 4]], axis=2)',
+    'tf.reduce_sum([True, False])',
+    'tf.reduce_sum(np.zeros((0, 2), np.float32))',
+    'tf.reduce_sum([[1, 2], [3, 4]], axis=[0, 1])',
+    'tf.reduce_sum([[1, 2], [3, 4]], axis=-1)',
+    'tf.reduce_sum(np.array([1, 2], np.uint8))',
+    'tf.reduce_sum(np.array([200, 100], np.uint8))',
+    'tf.reduce_mean([1, 2])',
+    'tf.reduce_mean([-1, -2])',
+    'tf.reduce_mean([1., 2.])',
+    'tf.reduce_mean(np.zeros((0,), np.float32))',
+    'tf.reduce_mean(np.zeros((0,), np.int32))',
+    'tf.reduce_mean([[1., 2.], [3., 5.]], axis=0)',
+    'tf.reduce_mean([True, False])',
+    'tf.reduce_max([1., 3.])',
+    'tf.reduce_max(np.zeros((0,), np.float32))',
+    'tf.reduce_max(np.zeros((0,), np.int32))',
+    'tf.reduce_min(np.zeros((0,), np.float32))',
+    'tf.reduce_min([[1, 5], [0, 2]], axis=1)',
+    'tf.reduce_max([True, False])',
+    'tf.reduce_prod([2, 3])',
+    'tf.reduce_prod(np.zeros((0,), np.float32))',
+    'tf.reduce_any([True, False])',
+    'tf.reduce_all([True, False])',
+    'tf.reduce_any([1, 0])',
+    'tf.reduce_all(np.zeros((0,), bool))',
+    'tf.zeros((2, 3))',
+    'tf.zeros(2, tf.int32)',
+    'tf.zeros([])',
+    'tf.ones((2,), tf.int64)',
+    'tf.zeros_like([1, 2])',
+    'tf.ones_like([1., 2.])',
+    'tf.zeros_like([1, 2], dtype=tf.float32)',
+    'tf.fill([2, 2], 7)',
+    'tf.fill([2], 0.5)',
+    'tf.zeros((-1,))',
+    'tf.range(5)',
+    'tf.range(1, 5, 2)',
+    'tf.range(5.)',
+    'tf.range(0, 1, 0.25)',
+    'tf.range(5, dtype=tf.float32)',
+    'tf.range(5, 1)',
+    'tf.range(5, 1, -2)',
+    'tf.range(0, 5, 0)',
+    'tf.range(np.int64(3))',
+    'tf.stack([[1, 2], [3, 4]])',
+    'tf.stack([[1, 2], [3, 4]], axis=1)',
+    'tf.stack([1, 2.])',
+    'tf.stack([[1, 2], [3]])',
+    'tf.stack([np.array([1]), np.array([1.])])',
+    'tf.stack([])',
+    'tf.concat([[1, 2], [3]], 0)',
+    'tf.concat([[[1, 2]], [[3, 4]]], axis=1)',
+    'tf.concat([[[1, 2]], [[3]]], axis=0)',
+    'tf.concat([[[1, 2]], [[3]]], axis=1)',
+    'tf.concat([np.array([1]), np.array([1.])], 0)',
+    'tf.concat([[1]], 1)',
+    'tf.shape(np.zeros((2, 3)))',
+    'tf.shape(1.)',
+    'tf.size(np.zeros((2, 3)))',
+    'tf.rank(np.zeros((2, 3)))',
+    'tf.square([1, -2])',
+    'tf.square(3.)',
+    'tf.sqrt([4., 9.])',
+    'tf.sqrt([4, 9])',
+    'tf.sqrt(-1.)',
+    'tf.exp(0.)',
+    'tf.exp([1, 2])',
+    'tf.math.log([1., 0.])',
+    'tf.abs([-1, 2])',
+    'tf.sigmoid([0., 100.])',
+    'tf.sigmoid([0, 1])',
+    'tf.tanh(0.5)',
+    'tf.negative([1, -2])',
+    'tf.nn.relu([-1., 2.])',
+    'tf.add([1, 2], 3)',
+    'tf.add([1, 2], 1.5)',
+    'tf.add(np.array([1], np.int32), np.array([1.], np.float32))',
+    'tf.add([1., 2.], [1., 2., 3.])',
+    'tf.subtract(5, [1, 2])',
+    'tf.multiply([[1.], [2.]], [3., 4.])',
+    'tf.divide(3, 2)',
+    'tf.divide([3, 4], [2, 8])',
+    'tf.divide(np.array([3], np.int64), 2)',
+    'tf.divide(3., 2.)',
+    'tf.divide(np.array([1], np.int8), np.array([2], np.int8))',
+    'tf.divide(1., 0.)',
+    'tf.math.truediv(3, 2)',
+    'tf.math.multiply(2, 3)',
+    'tf.maximum([1, 5], [3, 2])',
+    'tf.minimum(2., [1., 3.])',
+    'tf.equal([1, 2], [1, 3])',
+    'tf.equal([1, 2], 1.5)',
+    'tf.math.not_equal([1, 2], [1, 3])',
+    'tf.greater([1, 2], 1)',
+    'tf.less(1., 2.)',
+    'tf.argmax([[1, 5], [7, 2]])',
+    'tf.argmax([[1, 5], [7, 2]], axis=1)',
+    'tf.argmax([3., 1.], output_type=tf.int32)',
+    'tf.argmin([3., 1.])',
+    'tf.argmax(np.zeros((0,), np.float32))',
+    'tf.matmul([[1., 2.]], [[3.], [4.]])',
+    'tf.matmul([[1, 2]], [[3], [4]])',
+    'tf.matmul([[1., 2.]], [[3., 4.]])',
+    'tf.matmul([[1., 2.]], [[3., 4.]], transpose_b=True)',
+    'tf.matmul([1., 2.], [[3.], [4.]])',
+    'tf.matmul(np.array([[1.]], np.float32), np.array([[1.]], np.float64))',
+    'tf.matmul(np.ones((2, 1, 2)), np.ones((2, 2, 3)))',
+    'tf.expand_dims([1, 2], 0)',
+    'tf.expand_dims([1, 2], -1)',
+    'tf.expand_dims([1, 2], 3)',
+    'tf.squeeze([[1], [2]])',
+    'tf.squeeze([[1, 2]], axis=0)',
+    'tf.squeeze([[1, 2]], axis=1)',
+    'tf.transpose([[1, 2], [3, 4]])',
+    'tf.where([True, False], [1, 2], [3, 4])',
+    'tf.where([True, False, True])',
+    'tf.where([True, False], 1., [3., 4.])',
+    'tf.one_hot([0, 2], 3)',
+    'tf.one_hot([0, -1], 2)',
+    'tf.clip_by_value([1., 5.], 2., 4.)',
+    'tf.gather([10, 20, 30], [2, 0])',
+    'tf.gather([10, 20, 30], [3])',
+    'tf.constant([1, 2]).dtype == tf.int32',
+    'tf.transpose(np.zeros((2, 3, 4)), perm=[2, 0, 1])',
+    "gradient(tf, 'tf.reduce_sum(tf.square(v))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_mean(tf.sigmoid(v))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.matmul(tf.reshape(v, (1, 2)), [[1., 2.], [3., 4.]]))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.exp(v) * 2.)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.math.log(tf.abs(v)))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.tanh(v) - tf.nn.relu(v))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.sqrt(tf.square(v) + 1.))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_mean(tf.transpose(tf.expand_dims(v, 0)) * [[1.], [3.]])', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.divide(v, 4.))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.cast(v, tf.float64) * 2.)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.identity(v) * tf.squeeze(tf.reshape(v, (2, 1))))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.matmul([[1., 2.]], tf.reshape(v, (1, 2)), transpose_a=True))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.negative(v) + tf.subtract(3., v) + tf.multiply(v, v))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_mean(tf.add(v, v), axis=0)', [0.5, -2.0])",
+]
+
+
+def gradient(tf: Any, expression: str, value: Any) -> Any:
+    """The gradient of ``expression`` (of a trainable float32 variable ``v`` holding ``value``) on a GradientTape."""
+    v = tf.Variable(np.asarray(value, np.float32))
+    with tf.GradientTape() as tape:
+        loss = eval(expression, {"tf": tf, "np": np, "v": v})  # noqa: S307 (the fixed expressions above)
+    return tape.gradient(loss, v)
+
+
+def _normalize(value: Any) -> Any:
+    if hasattr(value, "numpy") and not isinstance(value, type):
+        value = value.numpy()
+    array = np.asarray(value)
+    if array.dtype == object:
+        return {"dtype": "string", "shape": list(array.shape), "value": [x.decode() for x in array.ravel().tolist()]}
+    values = array.astype(object)
+    if array.dtype.kind in "fc":
+        values[np.isnan(array)] = "nan"  # NaN never equals itself
+    return {"dtype": array.dtype.name, "shape": list(array.shape), "value": values.tolist()}
+
+
+def evaluate(tf: Any, expression: str) -> dict[str, Any]:
+    """The JSON form of ``expression``'s value (dtype, shape, value) or of its error (class, first message line
+    without TF's ``{{function_node ...}}`` prefix)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _normalize(eval(expression, {"tf": tf, "np": np, "gradient": gradient}))  # noqa: S307 (the fixed expressions above)
+    except Exception as error:  # noqa: BLE001 (errors are results here)
+        message = str(error).splitlines()[0] if str(error) else ""
+        return {"error": type(error).__name__, "message": re.sub(r"\{\{function_node [^}]*\}\} ", "", message)}
