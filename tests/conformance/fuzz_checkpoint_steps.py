@@ -84,23 +84,6 @@ class _Model:
         with self.run.s.scope():
             self.optimizer.build(self.model.trainable_variables)
 
-    def alias(self, name: str, existing: str, part: str | None) -> None:
-        """Attach an object the saving checkpoint holds (or that model's optimizer) under a second name (its values
-        are saved under their first path)."""
-        found = getattr(self.root, existing)
-        setattr(self.root, name, getattr(found, part) if part else found)
-
-    def state_file(self, sub: str, kind: str) -> None:
-        """Write a ``checkpoint`` state file by hand: unparsable, without a latest checkpoint, naming another
-        prefix, an absolute missing one, or listing paths only."""
-        text = {"garbage": "this is { not a proto\n", "no_latest": 'all_model_checkpoint_paths: "ckpt-1"\n',
-                "other": 'model_checkpoint_path: "other-1"\nall_model_checkpoint_paths: "other-1"\n',
-                "absolute_missing": f'model_checkpoint_path: "{self.dir / "gone-3"}"\n',
-                "paths_only": 'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\n'
-                              'all_model_checkpoint_paths: "ckpt-2"\n'}[kind]
-        (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        (self.dir / sub / "checkpoint").write_text(text)
-
     def train(self) -> None:
         """One optimizer step in every replica with gradients of ones times (replica + 1)."""
         api, s = self.run.api, self.run.s
