@@ -19,7 +19,7 @@ import numpy as np
 
 from . import errors
 from .autodiff import Tracked, recording, untracked
-from .collective.group import truediv_dtype
+from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
 from .distribute.variables import Variable
 from .tensor import array_module, as_tensor, is_string
@@ -61,9 +61,7 @@ def _refuse_tracked(name: str, *inputs: Any) -> None:
 
 def _check_types(x: Any, allowed: str, what: str) -> None:
     """TF's kernel registry error for a dtype an op has no kernel for."""
-    name = {"float32": "float", "float64": "double", "float16": "half"}.get(x.dtype.name, x.dtype.name)
-    if is_string(x.dtype):
-        name = "string"
+    name = tf_dtype(x)
     if name not in allowed.split(", "):
         raise errors.InvalidArgumentError(f"Value for attr 'T' of {name} is not in the list of allowed values: "
                                           f"{allowed}\nFix: cast the input first (tf.cast) for {what}.")
@@ -88,8 +86,7 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     value = _tensor(x)
     if is_string(value.dtype) != is_string(target):
         source = "string" if is_string(value.dtype) else value.dtype.name
-        dest = "string" if is_string(target) else {"float32": "float", "float64": "double"}.get(target.name, target.name)
-        raise errors.UnimplementedError(f"Cast {source} to {dest} is not supported [Op:Cast] name: ")
+        raise errors.UnimplementedError(f"Cast {source} to {tf_dtype(target)} is not supported [Op:Cast] name: ")
     result = value.astype(target)
     if isinstance(x, Tracked):
         if target.kind not in "fc" or value.dtype.kind not in "fc":
@@ -102,7 +99,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
     """``tensor`` with a new shape (one dimension may be -1)."""
     tensor = _watched(tensor)
     value = _tensor(tensor)
-    dims = [int(d) for d in np.atleast_1d(_tensor(shape))] if np.ndim(untracked(shape)) or shape != [] else []
+    dims = [int(d) for d in np.atleast_1d(_tensor(shape))]
     unknown = [i for i, d in enumerate(dims) if d == -1]
     if len(unknown) > 1:
         raise errors.InvalidArgumentError(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]} "
@@ -241,7 +238,7 @@ def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name
 
 
 def _dims(shape_value: Any) -> tuple[int, ...]:
-    dims = tuple(int(d) for d in np.atleast_1d(_tensor(shape_value))) if np.size(shape_value) else ()
+    dims = tuple(int(d) for d in np.atleast_1d(_tensor(shape_value)))
     for d in dims:
         if d < 0:
             raise errors.InvalidArgumentError(f"Dimension {d} must be >= 0 [Op:Fill] name: ")
@@ -425,12 +422,12 @@ def _operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
 
 def _broadcasting(fn: Callable[[Any, Any], Any], a: Any, b: Any, op: str) -> Any:
     try:
-        shape_out = np.broadcast_shapes(a.shape, b.shape)
+        np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise errors.InvalidArgumentError(
             f"Incompatible shapes: {_dims_text(a.shape)} vs. {_dims_text(b.shape)} [Op:{op}] name: ") from None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return array_module(a).asarray(fn(a, b)).reshape(shape_out)
+        return array_module(a).asarray(fn(a, b))
 
 
 def _arithmetic(x: Any, y: Any, op: str, fn: Callable[[Any, Any], Any], tracked: Callable[[Any, Any], Any]) -> Any:
