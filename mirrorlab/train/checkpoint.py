@@ -193,7 +193,8 @@ class Checkpoint:
         manifest = load_checkpoint_manifest(path)
         restore = PendingRestore(load_arrays(path, manifest), saved_graph(manifest), path)
         self._restore = restore  # kept if a value fails to restore: later variables still take theirs, as in TF
-        restore.give(self._checkpoint_children(), reading=True)  # also remembers the objects matched
+        restore.give(self._checkpoint_children(), reading=True,  # also remembers the objects matched
+                     first=[name for name, _ in trackable_children(self._root)])
         return CheckpointLoadStatus(self)
 
     def restore(self, save_path: str | os.PathLike | None,

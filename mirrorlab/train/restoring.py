@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from ..collective.group import tf_dtype
 from ..distribute.variables import DistributedVariable, Variable
 from ..tensor import dtype_name
 from .reader import checkpoint_key
-from .tracking import match_graph, trackable_children
+from .tracking import escape_name, match_graph, trackable_children
 
 __all__ = ["PendingRestore", "assign_restored", "check_dtype", "restore_on_create"]
 
@@ -69,18 +69,20 @@ class PendingRestore:
         self.matched_objects: set[int] = set()  # every other object that matched a saved one (lists, dicts, ...)
         self.unused_attributes: dict[str, Any] = {}  # saved values whose node another kind of object took, by key
 
-    def give(self, children: Mapping[str, Any], at: str = "", reading: bool = False) -> None:
+    def give(self, children: Mapping[str, Any], at: str = "", reading: bool = False,
+             first: Collection[str] = ()) -> None:
         """Assign the pending values that ``children`` (below the saved node ``at``) now match, every dtype
         checked before anything is assigned, and remember the other objects matched, whose variables may come
         later. Matched objects count for ``assert_nontrivial_match`` when the read itself (``reading``) matched
-        them, or later when values wait below them, as in TF."""
+        them, or later when values wait below them, as in TF. Values go in key order, those below the
+        children named in ``first`` (a checkpoint's ``root``'s) before the others, as TF's restore does."""
         try:
             if self.pending or reading:
-                self._match(children, at, reading)
+                self._match(children, at, reading, {escape_name(name) for name in first})
         finally:  # after a failed restore too: the values nothing took still wait for their objects, as in TF
             self._register()
 
-    def _match(self, children: Mapping[str, Any], at: str, reading: bool) -> None:
+    def _match(self, children: Mapping[str, Any], at: str, reading: bool, first: set[str]) -> None:
         """``give``'s matching and assigning."""
         match = match_graph(children, self.graph, at)
         self.matched_objects.update(key for key, (_, path) in match.objects.items()
@@ -95,8 +97,9 @@ class PendingRestore:
             if path not in self.graph and checkpoint_key(path) in self.pending:  # an object where a value was saved
                 self.unused_attributes[checkpoint_key(path)] = obj
                 del self.pending[checkpoint_key(path)]
-        found = dict(sorted((checkpoint_key(path), var) for path, var in match.variables.items()
-                            if checkpoint_key(path) in self.pending))  # TF restores in the order of the keys
+        found = {checkpoint_key(path): var for path, var in sorted(
+            match.variables.items(), key=lambda item: (item[0].split("/")[0] not in first, checkpoint_key(item[0])))
+            if checkpoint_key(path) in self.pending}
         try:
             for key, var in found.items():
                 check_dtype(key, var, self.pending[key], self.save_path)

@@ -1425,6 +1425,24 @@ def partial_restore_follows_key_order(api: Any, s: Any, d: Path) -> Result:
 
 
 @case()
+def partial_restore_takes_root_before_arguments(api: Any, s: Any, d: Path) -> Result:
+    """with ``root``, a restore stopped by a value of another shape has restored root's values first (in key
+    order), then the keyword arguments' (in key order): keys sorting before root's are not restored first."""
+    def tree(net: Any, y: Any, c: Any, a: Any) -> Any:
+        with s.scope():
+            inner = api.train.Checkpoint(y=api.Variable(y), net=api.train.Checkpoint(k=api.Variable(net)))
+            return api.train.Checkpoint(c=api.Variable(c), root=inner, a=api.Variable(a))
+    path = tree(1.0, 2.0, 3.0, 4.0).write(str(own(d) / "rooted"))
+    out: Result = {}
+    for bad in ("c", "y", "net"):
+        shapes = {name: [0.0, 0.0] if name == bad else 0.0 for name in ("net", "y", "c", "a")}
+        target = tree(**shapes)
+        error = attempt(lambda target=target: target.read(path))
+        out[bad] = {"error": type(error).__name__, "values": [target.root.net.k, target.root.y, target.c, target.a]}
+    return out
+
+
+@case()
 def root_checkpoint_saves_its_arguments_only(api: Any, s: Any, d: Path) -> Result:
     """with ``root``, the checkpoint saves root and its keyword arguments; attributes set later stay plain ones
     (neither saved nor restored), while root's own new attributes are saved."""
