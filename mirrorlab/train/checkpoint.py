@@ -200,8 +200,10 @@ class Checkpoint:
     def restore(self, save_path: str | os.PathLike | None,
                 options: CheckpointOptions | None = None) -> CheckpointLoadStatus:
         """``read``, then the save counter is created and takes its saved value (after the read, as TF's: a read
-        that raises leaves the value for the counter made later); ``None`` restores nothing."""
+        that raises leaves the value for the counter made later); ``None`` restores nothing but still creates the
+        counter, so a later ``write`` saves it, as TF's does."""
         if save_path is None:
+            _ = self.save_counter
             return InitializationOnlyStatus(self)
         try:
             status = self.read(save_path)

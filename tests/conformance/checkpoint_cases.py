@@ -348,6 +348,22 @@ def restore_none(api: Any, s: Any, d: Path) -> Result:
 
 
 @case()
+def restore_none_creates_the_counter(api: Any, s: Any, d: Path) -> Result:
+    """restore(None), as after latest_checkpoint of an empty directory, still creates the save counter, so a
+    later write saves it and a fresh checkpoint's assert_consumed finds it unresolved; read(None) creates none."""
+    out: Result = {}
+    for how in ("restore", "read"):
+        with s.scope():
+            ckpt = api.train.Checkpoint(v=api.Variable(3.0))
+        getattr(ckpt, how)(api.train.latest_checkpoint(str(own(d) / "empty")))
+        path = ckpt.write(str(own(d) / how))
+        with s.scope():
+            fresh = api.train.Checkpoint(v=api.Variable(0.0))
+        out[how] = {"keys": keys(api, path), "fresh": status_checks(fresh.read(path)), "v": fresh.v}
+    return out
+
+
+@case()
 def deferred_restore_of_late_attributes(api: Any, s: Any, d: Path) -> Result:
     """values read before their variables exist restore when they are attached."""
     with s.scope():
