@@ -3,10 +3,10 @@ CuPy arrays, with TF 2.21's dtypes, shapes and errors, so TF snippets run with o
 
 Inputs convert as ``tf.convert_to_tensor`` does (Python floats float32, ints int32); a binary op converts its second
 operand to the first one's dtype, as TF's kernels see them. On a recording ``GradientTape`` the differentiable ones
-(identity, cast between floats, reshape, expand_dims, squeeze, transpose, reduce_sum/mean, add/subtract/multiply/
-divide, negative, square, sqrt, exp, log, abs, sigmoid, tanh, relu, matmul) follow ``Tracked`` values and trainable
-variables, as TF's tape watches them; the others refuse tracked values instead of silently dropping a gradient
-(comparisons, argmax and shapes have no gradient in TF either, and take them).
+(identity, cast between floats, reshape, expand_dims, squeeze, transpose, reduce_sum/mean/max/min/prod, stack,
+concat, gather, where, maximum/minimum, clip_by_value, add/subtract/multiply/divide, negative, square, sqrt, exp,
+log, abs, sigmoid, tanh, relu, matmul) follow ``Tracked`` values and trainable variables with TF's gradients, as
+TF's tape watches them; comparisons, argmax, integer casts and shapes have no gradient in TF and give plain values.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from . import errors
-from .autodiff import Tracked, recording, untracked
+from .autodiff import Tracked, broadcast_back, unbroadcast, untracked, watched
 from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
-from .distribute.variables import Variable
 from .tensor import array_module, as_tensor, is_string
 
 __all__ = ["identity", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
@@ -43,20 +42,16 @@ def _tensor(x: Any) -> Any:
     return as_tensor(untracked(x))
 
 
-def _watched(x: Any) -> Any:
-    """A trainable float variable read while a tape records: a ``Tracked`` leaf whose gradient goes to the variable
-    (the object the caller holds, so ``tape.gradient(loss, [v])`` finds it), as TF's tape watches trainable variables."""
-    if isinstance(x, Variable) and recording() and x.trainable and np.dtype(x.dtype).kind in "fc":
-        return Tracked(x.value(), lambda g: [(x, g)])
-    return x
+def _with_gradient(result: Any, inputs: Sequence[Any], grads: Callable[[Any], Sequence[Any]]) -> Any:
+    """``result``, carrying the backward step ``grads(g)`` (one gradient per input, reduced to the input's shape)
+    when one of ``inputs`` is tracked."""
+    if not any(isinstance(x, Tracked) for x in inputs):
+        return result
 
-
-def _refuse_tracked(name: str, *inputs: Any) -> None:
-    """Ops without a backward step must not drop a gradient silently."""
-    if any(isinstance(x, Tracked) for x in inputs):
-        raise errors.UnimplementedError(
-            f"mirrorlab's GradientTape cannot differentiate through tf.{name}.\nFix: compute it outside the tape, or "
-            "build the loss from Keras layers and losses and the differentiable functions (see mirrorlab.array_ops).")
+    def backward(g: Any) -> list[tuple[Any, Any]]:
+        return [(x, unbroadcast(array_module(g).asarray(part), np.shape(untracked(x))))
+                for x, part in zip(inputs, grads(g)) if isinstance(x, Tracked)]
+    return Tracked(result, backward, inputs)
 
 
 def _check_types(x: Any, allowed: str, what: str) -> None:
@@ -72,7 +67,7 @@ def _check_types(x: Any, allowed: str, what: str) -> None:
 
 def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's argument name)
     """A new tensor with ``input``'s value (a variable's current value)."""
-    input = _watched(input)  # noqa: A001
+    input = watched(input)  # noqa: A001
     if isinstance(input, Tracked):
         return input
     value = _tensor(input)
@@ -82,22 +77,20 @@ def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's ar
 def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     """``x`` converted to ``dtype`` (floats truncate toward zero into integers; nonzero is True)."""
     target = np.dtype(dtype)
-    x = _watched(x)
+    x = watched(x)
     value = _tensor(x)
     if is_string(value.dtype) != is_string(target):
         source = "string" if is_string(value.dtype) else value.dtype.name
         raise errors.UnimplementedError(f"Cast {source} to {tf_dtype(target)} is not supported [Op:Cast] name: ")
     result = value.astype(target)
-    if isinstance(x, Tracked):
-        if target.kind not in "fc" or value.dtype.kind not in "fc":
-            _refuse_tracked("cast to a non-float dtype", x)
+    if isinstance(x, Tracked) and target.kind in "fc" and value.dtype.kind in "fc":  # else no gradient, as TF
         return Tracked(result, lambda g: [(x, g.astype(value.dtype))], (x,))
     return result
 
 
 def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
     """``tensor`` with a new shape (one dimension may be -1)."""
-    tensor = _watched(tensor)
+    tensor = watched(tensor)
     value = _tensor(tensor)
     dims = [int(d) for d in np.atleast_1d(_tensor(shape))]
     unknown = [i for i, d in enumerate(dims) if d == -1]
@@ -151,7 +144,7 @@ def _axes(value: Any, axis: Any, op: str) -> tuple[int, ...] | None:
 
 def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
     """The sum over ``axis`` (all axes by default), in the input's dtype (integers wrap as TF's)."""
-    input_tensor = _watched(input_tensor)
+    input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
     _check_types(value, _SUM_TYPES, "reduce_sum")
     axes = _axes(value, axis, "Sum")
@@ -163,7 +156,7 @@ def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name
 def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
     """The mean over ``axis``: floats as NumPy (NaN when empty); integers divide truncating toward zero (0 when
     empty), as TF's Mean kernel."""
-    input_tensor = _watched(input_tensor)
+    input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
     _check_types(value, _SUM_TYPES, "reduce_mean")
     axes = _axes(value, axis, "Mean")
@@ -183,7 +176,7 @@ def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
 
 def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: bool) -> Any:
     """reduce_max/min: an empty reduction gives the dtype's lowest/highest value (-inf/inf for floats)."""
-    _refuse_tracked(f"reduce_{op.lower()}", input_tensor)
+    input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
     _check_types(value, _MAX_TYPES, f"reduce_{op.lower()}")
     axes = _axes(value, axis, op)
@@ -193,7 +186,13 @@ def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: boo
         info = np.iinfo(value.dtype)
         initial = info.min if highest else info.max
     reduce = array_module(value).max if highest else array_module(value).min
-    return array_module(value).asarray(reduce(value, axis=axes, keepdims=keepdims, initial=initial))
+    result = array_module(value).asarray(reduce(value, axis=axes, keepdims=keepdims, initial=initial))
+
+    def grads(g: Any) -> list[Any]:
+        """As TF's: the gradient shared equally by the elements equal to the extreme."""
+        hits = (value == reduce(value, axis=axes, keepdims=True, initial=initial)).astype(value.dtype)
+        return [hits / hits.sum(axis=axes, keepdims=True) * broadcast_back(g, value, axes, keepdims)]
+    return _with_gradient(result, [input_tensor], grads)
 
 
 def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
@@ -208,11 +207,29 @@ def reduce_min(input_tensor: Any, axis: Any = None, keepdims: bool = False, name
 
 def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
     """The product over ``axis``, in the input's dtype (1 when empty)."""
-    _refuse_tracked("reduce_prod", input_tensor)
+    input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
     _check_types(value, _SUM_TYPES, "reduce_prod")
     axes = _axes(value, axis, "Prod")
-    return array_module(value).asarray(value.prod(axis=axes, keepdims=keepdims, dtype=value.dtype))
+    result = array_module(value).asarray(value.prod(axis=axes, keepdims=keepdims, dtype=value.dtype))
+    return _with_gradient(result, [input_tensor],
+                          lambda g: [_products_of_others(value, axes) * broadcast_back(g, value, axes, keepdims)])
+
+
+def _products_of_others(value: Any, axes: Any) -> Any:
+    """Each element's partial derivative of the product over ``axes``: the product of the other elements there,
+    from exclusive running products from both sides (right for zeros too, as TF's)."""
+    reduced = tuple(builtins.range(value.ndim)) if axes is None else tuple(a % value.ndim for a in np.atleast_1d(axes))
+    kept = [a for a in builtins.range(value.ndim) if a not in reduced]
+    order = kept + list(reduced)
+    moved = value.transpose(order)
+    if not value.size:
+        return np.zeros_like(value)
+    flat = moved.reshape(moved.shape[:len(kept)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), value.dtype)
+    before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return (before * after).reshape(moved.shape).transpose(np.argsort(order))
 
 
 def _boolean(input_tensor: Any, axis: Any, keepdims: bool, op: str) -> Any:
@@ -300,7 +317,7 @@ def _dims_text(shape_value: Sequence[int]) -> str:
 
 def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
     """The tensors in ``values`` (of one shape) stacked along a new ``axis``."""
-    _refuse_tracked("stack", *values)
+    values = [watched(v) for v in values]
     if not len(values):
         return np.zeros((0,), np.float32)
     arrays = [_tensor(v) for v in values]
@@ -312,16 +329,17 @@ def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
             raise errors.InvalidArgumentError(
                 f"Shapes of all inputs must match: values[0].shape = {_dims_text(arrays[0].shape)} != "
                 f"values[{k}].shape = {_dims_text(a.shape)} [Op:Pack]")
-    return array_module(arrays[0]).stack(arrays, axis=axis)
+    result = array_module(arrays[0]).stack(arrays, axis=axis)
+    return _with_gradient(result, values, lambda g: [g.take(k, axis=axis) for k in builtins.range(len(values))])
 
 
 def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
     """The tensors in ``values`` joined along ``axis`` (in the first one's dtype)."""
-    _refuse_tracked("concat", *values)
+    values = [watched(v) for v in values]
     arrays = [_tensor(v) for v in values]
     arrays = [a.astype(arrays[0].dtype) for a in arrays]
     if len(arrays) == 1:
-        return arrays[0]
+        return values[0] if isinstance(values[0], Tracked) else arrays[0]
     first = arrays[0]
     where = int(axis) % builtins.max(first.ndim, 1)
     for k, a in enumerate(arrays[1:], start=1):
@@ -330,7 +348,9 @@ def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
                 raise errors.InvalidArgumentError(
                     f"ConcatOp : Dimension {d} in both shapes must be equal: shape[0] = {_dims_text(first.shape)} vs. "
                     f"shape[{k}] = {_dims_text(a.shape)} [Op:ConcatV2]")
-    return array_module(first).concatenate(arrays, axis=where)
+    result = array_module(first).concatenate(arrays, axis=where)
+    ends = np.cumsum([a.shape[where] for a in arrays])[:-1]
+    return _with_gradient(result, values, lambda g: array_module(g).split(g, ends, axis=where))
 
 
 # -- element-wise -----------------------------------------------------------------------------------------------
@@ -343,7 +363,7 @@ Derivative = Callable[[Any, Any, Any], Any]
 def _unary(x: Any, fn: Callable[[Any], Any], float_only: bool, what: str, derivative: Derivative) -> Any:
     """``fn`` element-wise in ``x``'s dtype (float inputs only where TF has no integer kernel); on a tape the
     result carries ``derivative``."""
-    x = _watched(x)
+    x = watched(x)
     value = _tensor(x)
     if float_only:
         _check_types(value, _FLOAT_TYPES, what)
@@ -431,7 +451,7 @@ def _broadcasting(fn: Callable[[Any, Any], Any], a: Any, b: Any, op: str) -> Any
 
 
 def _arithmetic(x: Any, y: Any, op: str, fn: Callable[[Any, Any], Any], tracked: Callable[[Any, Any], Any]) -> Any:
-    x, y = _watched(x), _watched(y)
+    x, y = watched(x), watched(y)
     a, b = _operands(x, y, op)
     result = _broadcasting(fn, a, b, op)
     if isinstance(x, Tracked) or isinstance(y, Tracked):
@@ -473,10 +493,13 @@ def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
 def _elementwise(op: str, fn: Callable[[Any, Any], Any],
                  operands: Callable[[Any, Any, str], tuple[Any, Any]] = _operands) -> Callable[..., Any]:
     def apply(x: Any, y: Any, name: str | None = None) -> Any:
-        if op in ("Maximum", "Minimum"):  # differentiable in TF (comparisons are not: they take tracked values)
-            _refuse_tracked(op.lower(), x, y)
+        if op not in ("Maximum", "Minimum"):  # comparisons have no gradient (TF's None): plain results
+            return _broadcasting(fn, *operands(x, y, op), op)
+        x, y = watched(x), watched(y)
         a, b = operands(x, y, op)
-        return _broadcasting(fn, a, b, op)
+        first = (a >= b) if op == "Maximum" else (a <= b)  # ties go to x, as in TF
+        return _with_gradient(_broadcasting(fn, a, b, op), [x, y],
+                              lambda g: [np.where(first, g, 0).astype(g.dtype), np.where(first, 0, g).astype(g.dtype)])
     apply.__name__ = op
     apply.__doc__ = f"TF's element-wise ``{op}``, broadcasting (the second operand in the first one's dtype)."
     return apply
@@ -513,7 +536,7 @@ def argmin(input: Any, axis: Any = None, output_type: Any = np.int64, name: str 
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, name: str | None = None) -> Any:
     """The matrix product of (batches of) matrices, in ``a``'s dtype; differentiable on a tape."""
-    a, b = _watched(a), _watched(b)
+    a, b = watched(a), watched(b)
     x, y = _operands(a, b, "MatMul")
     if x.ndim != y.ndim:
         raise errors.InvalidArgumentError(f"In[0] and In[1] has different ndims: {_dims_text(x.shape)} vs. "
@@ -545,7 +568,7 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
 
 def expand_dims(input: Any, axis: int, name: str | None = None) -> Any:  # noqa: A002
     """``input`` with a new dimension of size 1 at ``axis``."""
-    input = _watched(input)  # noqa: A001
+    input = watched(input)  # noqa: A001
     value = _tensor(input)
     if not -value.ndim - 1 <= axis <= value.ndim:
         raise errors.InvalidArgumentError(f"Tried to expand dim index {axis} for tensor with {value.ndim} dimensions. "
@@ -555,7 +578,7 @@ def expand_dims(input: Any, axis: int, name: str | None = None) -> Any:  # noqa:
 
 def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Any:  # noqa: A002
     """``input`` without its dimensions of size 1 (only those in ``axis`` when given)."""
-    input = _watched(input)  # noqa: A001
+    input = watched(input)  # noqa: A001
     value = _tensor(input)
     axes = None if axis is None else tuple(int(a) for a in np.atleast_1d(axis))
     for a in axes or ():
@@ -567,7 +590,7 @@ def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Any:  # no
 
 def transpose(a: Any, perm: Any = None, name: str = "transpose") -> Any:
     """``a`` with its dimensions permuted (reversed by default)."""
-    a = _watched(a)
+    a = watched(a)
     value = _tensor(a)
     order = tuple(reversed(builtins.range(value.ndim))) if perm is None else tuple(int(p) for p in perm)
     result = array_module(value).transpose(value, order)
@@ -579,12 +602,13 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose") -> Any:
 def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
     """``x`` where ``condition`` holds, else ``y``; with only ``condition``, the int64 coordinates of its True
     elements."""
-    _refuse_tracked("where", x, y)
     cond = _tensor(condition)
     if x is None and y is None:
         return array_module(cond).argwhere(cond).astype(np.int64)
+    x, y = watched(x), watched(y)
     a, b = _operands(x, y, "SelectV2")
-    return array_module(cond).where(cond, a, b)
+    return _with_gradient(array_module(cond).where(cond, a, b), [x, y],
+                          lambda g: [np.where(cond, g, 0).astype(g.dtype), np.where(cond, 0, g).astype(g.dtype)])
 
 
 def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = None, axis: int = -1,
@@ -600,17 +624,22 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
 
 def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Any:
     """``t`` limited to ``[clip_value_min, clip_value_max]``."""
-    _refuse_tracked("clip_by_value", t)
-    value = _tensor(t)
-    return array_module(value).clip(value, clip_value_min, clip_value_max).astype(value.dtype)
+    return maximum(minimum(t, clip_value_max), clip_value_min)  # as TF composes it (and differentiates it)
 
 
 def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) -> Any:
     """The slices of ``params`` at ``indices`` along ``axis`` (TF's error for an index out of range)."""
-    _refuse_tracked("gather", params)
+    params = watched(params)
     value, index = _tensor(params), _tensor(indices)
     bound = value.shape[axis]
     for k, i in enumerate(np.ravel(index)):
         if not 0 <= i < bound:
             raise errors.InvalidArgumentError(f"indices[{k}] = {i} is not in [0, {bound}) [Op:GatherV2]")
-    return array_module(value).take(value, index, axis=axis)
+
+    def grads(g: Any) -> list[Any]:
+        """The gathered slices' gradients added back where they came from (dense, where TF's are IndexedSlices)."""
+        full = array_module(value).zeros_like(value)
+        gathered = np.moveaxis(g, list(builtins.range(axis, axis + index.ndim)), list(builtins.range(index.ndim)))
+        np.add.at(np.moveaxis(full, axis, 0), index, gathered)
+        return [full]
+    return _with_gradient(array_module(value).take(value, index, axis=axis), [params], grads)

@@ -3,10 +3,11 @@
 TF differentiates any op; mirrorlab's layers and losses carry their own backward passes, so the tape follows
 values built from them. While a tape records (in the calling thread, i.e. one replica), Keras model calls, Keras
 losses, regularization losses (``model.losses``), ``nn.compute_average_loss``, ``nn.scale_regularization_loss``,
-``add_n``, ``+ - * /`` with constants or other such values and the differentiable tensor functions of ``array_ops``
-(which also watch trainable variables) return ``Tracked`` values: arrays that remember how
-they were made. ``tape.gradient(target, sources)`` runs the chain backwards to the sources (variables). Anything
-else a program computes is a plain array, and the tape says so if the target is one.
+``add_n``, the differentiable tensor functions of ``array_ops``, and the operators (``+ - * / ** @``, indexing,
+``abs``) of such values and of trainable float variables return ``Tracked`` values: arrays that remember how
+they were made (the tape watches trainable variables, as TF's). ``tape.gradient(target, sources)`` runs the chain
+backwards to the sources (variables). What has no gradient in TF (comparisons, argmax, integer casts) and anything
+computed outside these (NumPy functions) is a plain array: no gradient flows through it (TF's None).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 from . import nest
 from .tensor import asarray, like, to_host
 
-__all__ = ["GradientTape", "Tracked", "add_n", "recording", "track", "untracked"]
+__all__ = ["GradientTape", "Tracked", "add_n", "broadcast_back", "recording", "track", "unbroadcast", "untracked",
+           "watched"]
 
 # A backward step: upstream gradient -> [(Tracked input or variable, its gradient), ...].
 Backward = Callable[[Any], list[tuple[Any, Any]]]
@@ -66,47 +68,83 @@ class Tracked:
     def __float__(self) -> float:
         return float(self.value)
 
-    def numpy(self) -> Any:
-        return np.asarray(to_host(self.value))
+    def __int__(self) -> int:
+        return int(self.value)
 
-    def __repr__(self) -> str:
-        return f"<Tracked {self.value!r}>"
+    def __bool__(self) -> bool:
+        return bool(self.value)
 
-    # -- differentiable arithmetic -----------------------------------------------------------------
+    __hash__ = object.__hash__  # by identity: the tape keys values by object
 
-    def __add__(self, other: Any) -> Any:
-        return _binary(self, other, np.add, lambda g, a, b: (g, g))
-
-    __radd__ = __add__
-
-    def __sub__(self, other: Any) -> Any:
-        return _binary(self, other, np.subtract, lambda g, a, b: (g, -g))
-
-    def __rsub__(self, other: Any) -> Any:
-        return _binary(other, self, np.subtract, lambda g, a, b: (g, -g))
-
-    def __mul__(self, other: Any) -> Any:
-        return _binary(self, other, np.multiply, lambda g, a, b: (g * b, g * a))
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, other: Any) -> Any:
-        return _binary(self, other, np.true_divide, lambda g, a, b: (g / b, -g * a / (b * b)))
+    # -- differentiable arithmetic (+ - * / ** @ and their reflections: see _install_operators) ----------
 
     def __neg__(self) -> Any:
         return Tracked(-self.value, lambda g: [(self, -g)], (self,))
 
-    def sum(self, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> "Tracked":
-        total = self.value.sum(axis=axis, keepdims=keepdims, dtype=dtype)
-        return Tracked(total, lambda g: [(self, _expand_to(g, self.value, axis, keepdims))], (self,))
+    def __abs__(self) -> Any:
+        return Tracked(abs(self.value), lambda g: [(self, g * np.sign(self.value))], (self,))
 
-    def mean(self, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> "Tracked":
+    def __getitem__(self, item: Any) -> "Tracked":
+        def backward(g: Any) -> list[tuple[Any, Any]]:
+            full = np.zeros_like(self.value)
+            np.add.at(full, item, g)
+            return [(self, full)]
+        return Tracked(self.value[item], backward, (self,))
+
+    def sum(self, axis: Any = None, keepdims: bool = False, dtype: Any = None, out: None = None) -> "Tracked":
+        """The sum over ``axis`` (also what ``np.sum`` calls)."""
+        total = self.value.sum(axis=axis, keepdims=keepdims, dtype=dtype)
+        return Tracked(total, lambda g: [(self, broadcast_back(g, self.value, axis, keepdims))], (self,))
+
+    def mean(self, axis: Any = None, keepdims: bool = False, dtype: Any = None, out: None = None) -> "Tracked":
+        """The mean over ``axis`` (also what ``np.mean`` calls)."""
         axes = range(self.value.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
         count = int(np.prod([self.value.shape[a] for a in axes]))
         return self.sum(axis, keepdims, dtype) / self.value.dtype.type(max(count, 1))
 
 
-def _expand_to(g: Any, value: Any, axis: Any, keepdims: bool) -> Any:
+def _plain(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``op`` on the values of ``a`` and ``b`` (Python operands in the tensor's dtype), untracked."""
+    va, vb = _converted(untracked(a), untracked(b))
+    return op(va, vb)
+
+
+def _install_operators() -> None:
+    """Tracked's binary operators: ``+ - * / ** @`` (and reflected) with their gradients; those without a gradient
+    (TF gives None through them) with plain results: comparisons (element-wise, as a tensor's), ``//`` and ``%``."""
+    for name, op, grads in (("add", np.add, lambda g, a, b: (g, g)), ("sub", np.subtract, lambda g, a, b: (g, -g)),
+                            ("mul", np.multiply, lambda g, a, b: (g * b, g * a)),
+                            ("truediv", np.true_divide, _quotient_grads), ("pow", np.power, _power_grads),
+                            ("matmul", np.matmul, _matmul_grads)):
+        setattr(Tracked, f"__{name}__", lambda self, other, op=op, grads=grads: _binary(self, other, op, grads))
+        setattr(Tracked, f"__r{name}__", lambda self, other, op=op, grads=grads: _binary(other, self, op, grads))
+    for name, op in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
+                     ("eq", np.equal), ("ne", np.not_equal), ("floordiv", np.floor_divide), ("mod", np.mod)):
+        setattr(Tracked, f"__{name}__", lambda self, other, op=op: _plain(op, self, other))
+        if name in ("floordiv", "mod"):
+            setattr(Tracked, f"__r{name}__", lambda self, other, op=op: _plain(op, other, self))
+
+
+
+def _quotient_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """The partial derivatives of ``a / b``."""
+    return g / b, -g * a / (b * b)
+
+
+def _power_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """The partial derivatives of ``a ** b``; as TF's, the exponent's is 0 where ``a <= 0`` (no log there)."""
+    a, b = asarray(a), asarray(b)
+    positive = a > 0
+    log_a = np.where(positive, np.log(np.where(positive, a, 1)), 0).astype(a.dtype)
+    return g * b * a ** (b - b.dtype.type(1)), g * a ** b * log_a
+
+
+def _matmul_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """The partial derivatives of the matrix product ``a @ b``."""
+    return g @ np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2) @ g
+
+
+def broadcast_back(g: Any, value: Any, axis: Any, keepdims: bool) -> Any:
     """``g`` (the gradient of a sum over ``axis``) broadcast back to ``value``'s shape."""
     g = asarray(g)
     if axis is not None and not keepdims:
@@ -129,14 +167,30 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     return grad.sum(axis=axes, keepdims=True) if axes else grad
 
 
+_PYTHON = (list, tuple, int, float)  # operands TF converts to the other operand's dtype
+
+
+def watched(value: Any) -> Any:
+    """``value``, or while a tape records here and it is a trainable float variable, a ``Tracked`` leaf whose
+    gradient goes to that variable (TF's tape watches the trainable variables a computation reads)."""
+    leaf = getattr(value, "_tape_leaf", None)
+    return leaf() if leaf is not None and recording() else value
+
+
+def _converted(va: Any, vb: Any) -> tuple[Any, Any]:
+    """Two operands, one an array: a Python one converted to the array's dtype, as TF converts it."""
+    if isinstance(va, _PYTHON):
+        va = np.asarray(va, vb.dtype)
+    if isinstance(vb, _PYTHON):
+        vb = np.asarray(vb, va.dtype)
+    return va, vb
+
+
 def _binary(a: Any, b: Any, op: Callable[[Any, Any], Any],
             grads: Callable[[Any, Any, Any], tuple[Any, Any]]) -> Tracked:
     """``op(a, b)`` with its backward step (gradients reduced to each operand's shape)."""
-    va, vb = untracked(a), untracked(b)
-    if isinstance(va, (list, tuple)) and isinstance(b, Tracked):  # a Python list converts to the tensor's dtype
-        va = np.asarray(va, vb.dtype)
-    if isinstance(vb, (list, tuple)):
-        vb = np.asarray(vb, va.dtype)
+    a, b = watched(a), watched(b)
+    va, vb = _converted(untracked(a), untracked(b))
     out = op(va, vb)
 
     def backward(g: Any) -> list[tuple[Any, Any]]:
@@ -193,13 +247,14 @@ class GradientTape:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
                                "(or jacobians)")
         self._used = True
-        if not isinstance(target, Tracked):
+        if isinstance(target, (int, float)):
             raise ValueError(
-                "mirrorlab's GradientTape cannot differentiate this target: it was not computed from values the "
-                "tape follows.\nFix: build the loss from Keras model calls, Keras losses, model.losses, "
-                "nn.compute_average_loss / scale_regularization_loss, add_n, + - * / and tensor functions such as "
-                "reduce_sum, matmul and sigmoid on trainable variables (call the model inside "
-                "the `with GradientTape()` block).")
+                f"GradientTape.gradient got the Python number {target!r} as its target: it was converted out of the "
+                "tape (e.g. by float() or .numpy()), so nothing connects it to the sources.\nFix: keep the loss a "
+                "tensor: build it inside the `with GradientTape()` block from model calls, losses and tensor "
+                "functions (reduce_sum, matmul, ...) or a variable's operators.")
+        if not isinstance(target, Tracked):  # a tensor not computed from watched variables: None each, as TF
+            return nest.map_structure(lambda source: None, sources)
         seed = asarray(output_gradients) if output_gradients is not None else np.ones_like(target.value)
         found = _backpropagate(target, like(seed, target.value))
         return nest.map_structure(lambda source: found.get(id(source)), sources)
@@ -232,3 +287,6 @@ def _backpropagate(target: Tracked, seed: Any) -> dict[int, Any]:
             store = grads if isinstance(source, Tracked) else found
             store[key] = partial if key not in store else store[key] + partial
     return found
+
+
+_install_operators()

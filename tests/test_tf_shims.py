@@ -59,13 +59,62 @@ def test_tensor_functions_differentiate_trainable_variables_in_each_replica():
         np.testing.assert_allclose(grad, x.T @ (s * (1 - s)), rtol=1e-6)
 
 
-def test_tensor_functions_without_a_gradient_step_refuse_tracked_values_but_comparisons_take_them():
+def test_functions_without_a_gradient_give_plain_values_and_the_others_differentiate_on_a_tape():
+    """As TF: comparisons, argmax and integer casts give plain values (no gradient flows through them, the tape's
+    None); reduce_max differentiates; a non-trainable variable is not watched; a tracked value's operators compare
+    element-wise."""
     v = ml.Variable(np.array([0.5, -2.0], np.float32))
     frozen = ml.Variable(np.array([0.5, -2.0], np.float32), trainable=False)
-    with ml.GradientTape() as tape:
+    with ml.GradientTape(persistent=True) as tape:
         doubled = ml.multiply(v, 2.0)
         assert ml.argmax(doubled).tolist() == 0 and ml.greater(doubled, 0.0).tolist() == [True, False]
-        with pytest.raises(ml.errors.UnimplementedError, match="cannot differentiate through tf.reduce_max"):
-            ml.reduce_max(doubled)
+        assert (doubled > 0).tolist() == [True, False] and (doubled == 1.0).tolist() == [True, False]
+        assert isinstance(ml.cast(doubled, ml.int32), np.ndarray)
+        top = ml.reduce_max(doubled)
         plain = ml.reduce_sum(frozen)  # not trainable: not watched, as in TF
     assert isinstance(plain, np.ndarray) and tape.gradient(ml.reduce_sum(doubled), v).tolist() == [2.0, 2.0]
+    assert tape.gradient(top, v).tolist() == [2.0, 0.0]
+
+
+def test_custom_loop_with_variable_operators_trains_like_the_whole_batch_on_a_simulated_cluster():
+    """``x @ w + b`` and ``** 2`` on mirrored variables inside strategy.run on 2 workers x 2 devices: each replica's tape
+    follows the variables' own operators, the optimizer all-reduces, and every step equals full-batch gradient
+    descent computed in plain NumPy."""
+    from mirrorlab.sim import SimCluster
+    rng = np.random.default_rng(7)
+    x_all = rng.normal(size=(8, 3)).astype(np.float32)
+    y_all = rng.normal(size=(8, 1)).astype(np.float32)
+
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            w = ml.Variable(np.zeros((3, 1), np.float32))
+            b = ml.Variable(np.float32(0.5))
+            opt = ml.keras.optimizers.SGD(0.1)
+        batch = strategy.experimental_distribute_values_from_function(  # replica r gets rows 2r and 2r + 1
+            lambda ctx: tuple(a[2 * ctx.replica_id_in_sync_group:][:2] for a in (x_all, y_all)))
+
+        def step(x, y):
+            with ml.GradientTape() as tape:
+                per_example = ml.reduce_sum((x @ w + b - y) ** 2, axis=1)
+                loss = ml.nn.compute_average_loss(per_example, global_batch_size=8)
+            grads = tape.gradient(loss, [w, b])
+            opt.apply_gradients(zip(grads, [w, b]))
+            return loss
+
+        losses = [float(strategy.reduce(ml.distribute.ReduceOp.SUM, strategy.run(step, args=batch), axis=None))
+                  for _ in range(3)]
+        return losses, np.asarray(w).copy(), float(np.asarray(b))
+
+    results = SimCluster(workers=2, devices_per_worker=2, seed=3).run(program)
+    w, b = np.zeros((3, 1), np.float32), np.float32(0.5)
+    expected = []
+    for _ in range(3):
+        error = x_all @ w + b - y_all
+        expected.append(float(np.mean(np.sum(error ** 2, axis=1))))
+        w = w - np.float32(0.1) * (x_all.T @ (2 * error) / 8)
+        b = b - np.float32(0.1) * np.float32(np.sum(2 * error) / 8)
+    for losses, final_w, final_b in results:
+        np.testing.assert_allclose(losses, expected, rtol=1e-5)
+        np.testing.assert_allclose(final_w, w, rtol=1e-5, atol=1e-6)
+        assert final_b == pytest.approx(float(b), rel=1e-5)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import errors, nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
+from ..autodiff import Tracked, watched
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
 from ..dtypes import as_dtype
@@ -159,16 +160,25 @@ class _ArrayLike(ABC):
         return array.item() if array.dtype.kind == "S" else array[()]
 
     def value(self) -> Any:
-        return _new_tensor(self._read())
+        """The value as a new tensor (on a recording tape, a trainable float variable's read is watched)."""
+        return self._tensor_read()
 
     def read_value(self) -> Any:
-        return _new_tensor(self._read())
+        """The value as a new tensor, as ``value()``."""
+        return self._tensor_read()
+
+    def _tensor_read(self) -> Any:
+        leaf = watched(self)
+        return leaf if isinstance(leaf, Tracked) else _new_tensor(self._read())
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     def __getitem__(self, item: Any) -> Any:
+        leaf = watched(self)
+        if isinstance(leaf, Tracked):
+            return leaf[item]
         array = self._read()
         try:
             return _tensor(array[item])  # an element is a (0-d) tensor too
@@ -193,6 +203,9 @@ class _ArrayLike(ABC):
         return bool(self._read())
 
     def __neg__(self) -> Any:
+        leaf = watched(self)
+        if isinstance(leaf, Tracked):
+            return -leaf
         value = self._read()
         if self.dtype == np.bool_:
             refuse_bool_unary("neg")
@@ -202,6 +215,9 @@ class _ArrayLike(ABC):
         return _tensor(+self._read())
 
     def __abs__(self) -> Any:
+        leaf = watched(self)
+        if isinstance(leaf, Tracked):
+            return abs(leaf)
         value = self._read()
         if self.dtype == np.bool_:
             refuse_bool_unary("abs")
@@ -270,8 +286,7 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
 def _install_binary_ops() -> None:
     for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor"):
         op = getattr(operator, f"{name}_" if name in ("and", "or") else name)
-        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op, name=name: _binary(
-            op, name, self._read(), _operand(self, other, name, False)))
+        setattr(_ArrayLike, f"__{name}__", lambda self, other, op=op, name=name: _forward(self, other, op, name))
         setattr(_ArrayLike, f"__r{name}__", lambda self, other, op=op, name=name: _reflected(self, other, op, name))
     for name in ("lt", "le", "gt", "ge"):
         op = getattr(operator, name)
@@ -280,6 +295,18 @@ def _install_binary_ops() -> None:
     for name in ("eq", "ne"):
         setattr(_ArrayLike, f"__{name}__", lambda self, other, name=name: _equality(self, other, name))
     _ArrayLike.__hash__ = _unhashable  # type: ignore[method-assign]
+
+
+_DIFFERENTIABLE = ("add", "sub", "mul", "truediv", "pow", "matmul")
+
+
+def _forward(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
+    """``var <op> other``: through the tape's leaf for ``var`` while a tape watches it (differentiable operators)."""
+    leaf = watched(var) if name in _DIFFERENTIABLE else var
+    if isinstance(leaf, Tracked):
+        return getattr(leaf, f"__{name}__")(other if isinstance(other, _ArrayLike) else
+                                            _operand(var, other, name, False))
+    return _binary(op, name, var._read(), _operand(var, other, name, False))
 
 
 def _binary(op: Any, name: str, left: Any, right: Any) -> Any:
@@ -294,6 +321,9 @@ def _binary(op: Any, name: str, left: Any, right: Any) -> Any:
 
 def _reflected(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
     """``other <op> var``: as every operator of TF's variables, it reads the variable before converting ``other``."""
+    leaf = watched(var) if name in _DIFFERENTIABLE else var
+    if isinstance(leaf, Tracked):
+        return getattr(leaf, f"__r{name}__")(_operand(var, other, name, True))
     value = var._read()
     return _binary(op, name, _operand(var, other, name, True), value)
 
@@ -384,6 +414,13 @@ class Variable(_Assignable, metaclass=_VariableMeta):
     @property
     def trainable(self) -> bool:
         return self._trainable
+
+    def _tape_leaf(self) -> Any:
+        """What a recording ``GradientTape`` reads (see ``autodiff.watched``): a ``Tracked`` leaf whose gradient
+        goes to this variable when it is trainable and holds floats, as TF's tape watches those; else itself."""
+        if self.trainable and self.dtype.kind in "fc":
+            return Tracked(_new_tensor(self._read()), lambda g: [(self, g)])
+        return self
 
     @property
     def synchronization(self) -> VariableSynchronization:

@@ -58,7 +58,7 @@ class Layer(ABC):
         penalties = []
         for name, regularizer in self._regularizers.items():
             var = self._weights[name]
-            w = var.value()
+            w = var._read()
             penalties.append(track(regularizer(w), lambda g, var=var, w=w, r=regularizer: [(var, g * r.grad(w))]))
         return penalties
 
@@ -200,15 +200,15 @@ class Dense(_KernelBias):
                              f"with shape {tuple(shape)}")
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        z = x @ self.kernel.value()
+        z = x @ self.kernel._read()
         if self.bias is not None:
-            z = z + self.bias.value()
+            z = z + self.bias._read()
         a = self.activation.forward(z)
         return a, (x, z, a)
 
     def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
         x = cache[0]
-        kernel = self.kernel.value()
+        kernel = self.kernel._read()
         x2, dz2 = x.reshape(-1, x.shape[-1]), dz.reshape(-1, dz.shape[-1])
         grads = [(x2.T @ dz2).astype(self.dtype, copy=False)]
         if self.bias is not None:
@@ -376,9 +376,9 @@ class Conv2D(_KernelBias):
         padded = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0))) if top + bottom + left + right else x
         windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
         cols = windows[:, :oh, :ow].transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, kh * kw * c)
-        z = (cols @ self.kernel.value().reshape(kh * kw * c, self.filters)).reshape(n, oh, ow, self.filters)
+        z = (cols @ self.kernel._read().reshape(kh * kw * c, self.filters)).reshape(n, oh, ow, self.filters)
         if self.bias is not None:
-            z = z + self.bias.value()
+            z = z + self.bias._read()
         a = self.activation.forward(z)
         return a, (x.shape, padded.shape, cols, z, a)
 
@@ -388,7 +388,7 @@ class Conv2D(_KernelBias):
         (kh, kw), (sh, sw) = self.kernel_size, self.strides
         c = x_shape[-1]
         dz = dz.reshape(n * oh * ow, self.filters)
-        kernel = self.kernel.value().reshape(kh * kw * c, self.filters)
+        kernel = self.kernel._read().reshape(kh * kw * c, self.filters)
         grads = [(cols.T @ dz).reshape(self.kernel.shape).astype(self.dtype, copy=False)]
         if self.bias is not None:
             grads.append(dz.sum(axis=0).astype(self.dtype, copy=False))

@@ -54,7 +54,7 @@ class Metric(ABC):
     def _accumulate(self, var: Variable, amount: Any) -> None:
         """``var.assign(var + amount)``, as Keras 3 adds: a local update in a replica, and in cross-replica
         context a read of the cluster-wide sum and a re-split of the new total over the replicas."""
-        current = var.value()
+        current = var._read()
         var.assign(current + like(asarray(amount, self.dtype), current))
 
     def reset_states(self) -> None:
@@ -110,7 +110,7 @@ class Sum(Metric):
         self._accumulate(self.total, values.sum(dtype=self.dtype))
 
     def result(self) -> Any:
-        return asarray(self.total.value(), self.dtype)
+        return asarray(self.total._read(), self.dtype)
 
 
 class Mean(Metric):
@@ -131,7 +131,7 @@ class Mean(Metric):
         self._accumulate(self.count, count)
 
     def result(self) -> Any:
-        total, count = self.total.value(), self.count.value()
+        total, count = self.total._read(), self.count._read()
         return asarray(total / count, self.dtype) if count else np.zeros((), self.dtype)
 
 

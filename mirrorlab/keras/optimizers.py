@@ -140,7 +140,9 @@ class Optimizer(ABC):
         """Apply one step; in a replica function the gradients are first summed over all replicas."""
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
         if not pairs:
-            raise ValueError("No gradients provided for any variable.")
+            raise ValueError("No gradients provided for any variable.\nFix: compute the loss inside the `with "
+                             "GradientTape()` block from the model's outputs, and keep it a tensor (NumPy functions, "
+                             "float() and .numpy() cut it off from the variables).")
         variables = [v for _, v in pairs]
         grads = self._clip([asarray(g, v.dtype) if not isinstance(g, ReplicaValues) else g for g, v in pairs])
         frame = context.current_frame()
@@ -163,7 +165,7 @@ class Optimizer(ABC):
                                "optimizer serves one fixed list of variables.")
         if self.weight_decay is not None:
             for var in variables:
-                var.assign_sub(var.value() * var.dtype.type(self.weight_decay) * var.dtype.type(lr))
+                var.assign_sub(var._read() * var.dtype.type(self.weight_decay) * var.dtype.type(lr))
         for g, var in zip(grads, variables):
             if isinstance(g, ReplicaValues):
                 g = g.values[0]  # identical on every replica after the all-reduce
@@ -193,8 +195,8 @@ class SGD(Optimizer):
             var.assign_sub(var.dtype.type(lr) * grad)
             return
         m = slots["momentum"]
-        m.assign(self.momentum * m.value() - lr * grad)
-        var.assign_add(self.momentum * m.value() - lr * grad if self.nesterov else m.value())
+        m.assign(self.momentum * m._read() - lr * grad)
+        var.assign_add(self.momentum * m._read() - lr * grad if self.nesterov else m._read())
 
 
 class Adam(Optimizer):
@@ -213,14 +215,14 @@ class Adam(Optimizer):
         m, v = slots["momentum"], slots["velocity"]
         one, t = np.float32(1), np.float32(step)  # Keras computes the bias correction in float32
         alpha = np.float32(lr) * np.sqrt(one - np.float32(self.beta_2) ** t) / (one - np.float32(self.beta_1) ** t)
-        m.assign_add((grad - m.value()) * (1 - self.beta_1))
-        v.assign_add((grad * grad - v.value()) * (1 - self.beta_2))
-        velocity = v.value()
+        m.assign_add((grad - m._read()) * (1 - self.beta_1))
+        v.assign_add((grad * grad - v._read()) * (1 - self.beta_2))
+        velocity = v._read()
         if self.amsgrad:
             v_hat = slots["velocity_hat"]
-            v_hat.assign(np.maximum(v_hat.value(), velocity))
-            velocity = v_hat.value()
-        var.assign_sub((m.value() * alpha) / (np.sqrt(velocity) + self.epsilon))
+            v_hat.assign(np.maximum(v_hat._read(), velocity))
+            velocity = v_hat._read()
+        var.assign_sub((m._read() * alpha) / (np.sqrt(velocity) + self.epsilon))
 
 
 class RMSprop(Optimizer):
@@ -237,18 +239,18 @@ class RMSprop(Optimizer):
 
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
         velocity = slots["velocity"]
-        velocity.assign(self.rho * velocity.value() + (1 - self.rho) * grad * grad)
+        velocity.assign(self.rho * velocity._read() + (1 - self.rho) * grad * grad)
         if self.centered:
             average = slots["average_gradient"]
-            average.assign(self.rho * average.value() + (1 - self.rho) * grad)
-            denominator = velocity.value() - average.value() * average.value() + self.epsilon
+            average.assign(self.rho * average._read() + (1 - self.rho) * grad)
+            denominator = velocity._read() - average._read() * average._read() + self.epsilon
         else:
-            denominator = velocity.value() + self.epsilon
+            denominator = velocity._read() + self.epsilon
         increment = var.dtype.type(lr) * grad / np.sqrt(denominator)
         if self.momentum > 0:
             momentum = slots["momentum"]
-            momentum.assign(self.momentum * momentum.value() + increment)
-            var.assign_sub(momentum.value())
+            momentum.assign(self.momentum * momentum._read() + increment)
+            var.assign_sub(momentum._read())
         else:
             var.assign_sub(increment)
 

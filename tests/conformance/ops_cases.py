@@ -170,6 +170,45 @@ OPS_EXPRESSIONS: list[str] = [
     "gradient(tf, 'tf.reduce_sum(tf.matmul([[1., 2.]], tf.reshape(v, (1, 2)), transpose_a=True))', [0.5, -2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.negative(v) + tf.subtract(3., v) + tf.multiply(v, v))', [0.5, -2.0])",
     "gradient(tf, 'tf.reduce_mean(tf.add(v, v), axis=0)', [0.5, -2.0])",
+    # a variable's own operators, watched as TF's tape watches them
+    "gradient(tf, 'tf.reduce_sum(v * 2. + 1.)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(3. / v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v ** 2)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v ** v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(2. ** v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(-v * v - v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v[0] * v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(abs(v))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.square(v) * v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v / v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(1. - v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum([[1., 2.]] @ tf.reshape(v, (2, 1)))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.reshape(v, (1, 2)) @ [[1.], [2.]])', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v * np.array([1., 2.]))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(np.array([1., 2.], np.float32) * v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum((tf.reshape(v, (1, 2)) @ [[1.], [2.]] - 3.) ** 2)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_max(v)', [1., 3., 3.])",
+    "gradient(tf, 'tf.reduce_min(v * v)', [1., -1., 2.])",
+    "gradient(tf, 'tf.reduce_sum(tf.reduce_max(tf.reshape(v, (2, 2)), axis=1))', [1., 2., 2., 0.])",
+    "gradient(tf, 'tf.reduce_prod(v)', [2., 0., 3.])",
+    "gradient(tf, 'tf.reduce_prod(v)', [0., 0., 3.])",
+    "gradient(tf, 'tf.reduce_prod(v)', [2., -1., 3.])",
+    "gradient(tf, 'tf.reduce_sum(tf.reduce_prod(tf.reshape(v, (2, 2)), axis=0))', [1., 2., 3., 4.])",
+    "gradient(tf, 'tf.reduce_sum(tf.stack([v, v * 2.], axis=1) * [[1., 2.], [3., 4.]])', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.concat([v, v * v], axis=0) * [1., 2., 3., 4.])', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.maximum(v, 0.5) + tf.minimum(v, [1., -2.]))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.maximum(v, v * 2.))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.where([True, False], v, v * 3.))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.clip_by_value(v, -1., 1.))', [0.5, -2.0, 1.0, -1.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.gather(v, [0, 2, 0]))', [1., 2., 3.])",
+    "gradient(tf, 'tf.reduce_sum(tf.gather(tf.reshape(v, (2, 2)), [[1], [1]], axis=1) * [[[1.]], [[2.]]])', [1., 2., 3., 4.])",
+    "gradient(tf, 'tf.reduce_sum(tf.cast(tf.cast(v, tf.int32), tf.float32) + v)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.cast(v, tf.int32))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v.value() * 2.)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v.read_value() ** 2)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(v.numpy() * 2.)', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.constant([1., 2.]))', [0.5, -2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.cast(v > 0., tf.float32) * v)', [0.5, -2.0])",
 ]
 
 
@@ -178,7 +217,10 @@ def gradient(tf: Any, expression: str, value: Any) -> Any:
     v = tf.Variable(np.asarray(value, np.float32))
     with tf.GradientTape() as tape:
         loss = eval(expression, {"tf": tf, "np": np, "v": v})  # noqa: S307 (the fixed expressions above)
-    return tape.gradient(loss, v)
+    grad = tape.gradient(loss, v)
+    if hasattr(grad, "indices"):  # TF's IndexedSlices (a gathered variable's gradient): mirrorlab's is dense
+        grad = tf.convert_to_tensor(grad)
+    return "None" if grad is None else grad
 
 
 def _normalize(value: Any) -> Any:
