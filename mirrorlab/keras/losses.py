@@ -339,31 +339,22 @@ class SparseCategoricalCrossentropy(_Crossentropy):
     def call(self, y_true: Any, y_pred: Any) -> Any:
         y_pred = asarray(y_pred)
         labels = self._labels(y_true, y_pred)
-        if self.from_logits:
-            shift = y_pred - y_pred.max(axis=-1, keepdims=True)
-            log_norm = np.log(np.exp(shift).sum(axis=-1))
-            return log_norm - np.take_along_axis(shift, labels[..., None], axis=-1)[..., 0]
-        # Keras clips the probabilities first, then the cross-entropy renormalises them.
-        probs = np.clip(y_pred, EPSILON, 1 - EPSILON)
-        picked = np.take_along_axis(probs, labels[..., None], axis=-1)[..., 0]
-        return np.log(probs.sum(axis=-1)) - np.log(picked)
+        logits = y_pred if self.from_logits else np.log(_clipped(y_pred))  # Keras: the log of clipped probabilities
+        shift = logits - logits.max(axis=-1, keepdims=True)
+        log_norm = np.log(np.exp(shift).sum(axis=-1))
+        return log_norm - np.take_along_axis(shift, labels[..., None], axis=-1)[..., 0]
 
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
         y_pred = asarray(y_pred)
         labels = self._labels(y_true, y_pred)
         xp = array_module(y_pred)
         onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
-        if self.from_logits:
-            shift = np.exp(y_pred - y_pred.max(axis=-1, keepdims=True))
-            grad = shift / shift.sum(axis=-1, keepdims=True) - onehot
-        else:
-            probs = np.clip(y_pred, EPSILON, 1 - EPSILON)
-            total = probs.sum(axis=-1, keepdims=True)
-            picked = np.take_along_axis(probs, labels[..., None], axis=-1)
-            inside = (y_pred > EPSILON) & (y_pred < 1 - EPSILON)
-            grad = np.where(inside, 1.0 / total - onehot / picked, 0.0)
+        logits = y_pred if self.from_logits else np.log(_clipped(y_pred))
+        grad = _softmax(logits, -1) - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
         if upstream is not None:
             grad = grad * asarray(upstream).reshape(labels.shape)[..., None]
+        if not self.from_logits:
+            grad = _through_clipped_log(grad, y_pred)
         return grad.astype(y_pred.dtype, copy=False)
 
 
@@ -394,8 +385,9 @@ class _DenseCrossentropy(_Crossentropy):
         """The cross-entropy before the reduction over ``axis`` (binary: per element; categorical: its terms)."""
 
     @abstractmethod
-    def _elementwise_grad(self, y_true: Any, y_pred: Any) -> Any:
-        """The gradient of the per-example value w.r.t. each prediction."""
+    def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
+        """The gradient of the per-example value w.r.t. each prediction, ``upstream`` (the per-example gradients,
+        expanded along ``axis``) applied where TF's chain rule applies it, for TF's rounding."""
 
     def per_example(self, y_true: Any, y_pred: Any) -> Any:
         return self._elementwise(*self._targets(y_true, y_pred))
@@ -410,11 +402,28 @@ class _DenseCrossentropy(_Crossentropy):
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
         y_pred = asarray(y_pred)
         y_true, matched = self._targets(*squeeze_or_expand_to_same_rank(like(asarray(y_true), y_pred), y_pred))
-        grad = self._elementwise_grad(y_true, matched)
-        if upstream is not None:
-            reduced = tuple(d for i, d in enumerate(matched.shape) if i != self.axis % matched.ndim)
-            grad = grad * np.expand_dims(asarray(upstream).reshape(reduced), self.axis)
+        reduced = tuple(d for i, d in enumerate(matched.shape) if i != self.axis % matched.ndim)
+        up = np.ones(reduced, matched.dtype) if upstream is None else asarray(upstream).reshape(reduced)
+        grad = self._elementwise_grad(y_true, matched, np.expand_dims(up, self.axis).astype(matched.dtype, copy=False))
         return grad.reshape(y_pred.shape).astype(y_pred.dtype, copy=False)
+
+
+def _clipped(p: Any) -> Any:
+    """Probabilities clipped to ``[EPSILON, 1 - EPSILON]``, as Keras' cross-entropies clip them."""
+    return np.clip(p, EPSILON, 1 - EPSILON)
+
+
+def _through_clipped_log(grad: Any, p: Any) -> Any:
+    """The gradient w.r.t. ``log(clip(p))`` taken back to ``p`` as TF does: times the reciprocal, then zero where
+    the clip cut (its bounds included, as TF's minimum/maximum pass ties)."""
+    inside = (p >= p.dtype.type(EPSILON)) & (p <= p.dtype.type(1 - EPSILON))
+    return np.where(inside, grad * (1 / _clipped(p)), 0).astype(p.dtype, copy=False)
+
+
+def _softmax(x: Any, axis: int) -> Any:
+    """TF's softmax cross-entropy kernels' probabilities: ``exp(x - max) / sum(exp(x - max))``."""
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def _log_sum_exp(x: Any, axis: int) -> tuple[Any, Any]:
@@ -440,13 +449,13 @@ class BinaryCrossentropy(_DenseCrossentropy):
             terms = -(y_true * np.log(p) + (1 - y_true) * np.log(1 - p))
         return np.mean(terms, axis=self.axis)
 
-    def _elementwise_grad(self, y_true: Any, y_pred: Any) -> Any:
+    def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
+        g = upstream / y_pred.dtype.type(y_pred.shape[self.axis])  # the mean's gradient, as TF's
         if self.from_logits:
-            grad = _sigmoid(y_pred) - y_true
-        else:
-            p = np.clip(y_pred, EPSILON, 1 - EPSILON)
-            grad = np.where(p == y_pred, (1 - y_true) / (1 - p) - y_true / p, 0)
-        return grad / y_pred.dtype.type(y_pred.shape[self.axis])
+            return g * (_sigmoid(y_pred) - y_true)
+        p = _clipped(y_pred)
+        both = (-g * y_true) * (1 / p) + -((-g * (1 - y_true)) * (1 / (1 - p)))  # t*log(p) + (1-t)*log(1-p)
+        return np.where((y_pred >= y_pred.dtype.type(EPSILON)) & (y_pred <= y_pred.dtype.type(1 - EPSILON)), both, 0)
 
 
 class CategoricalCrossentropy(_DenseCrossentropy):
@@ -475,15 +484,13 @@ class CategoricalCrossentropy(_DenseCrossentropy):
         probs = np.clip(y_pred / y_pred.sum(axis=self.axis, keepdims=True), EPSILON, 1 - EPSILON)
         return -(y_true * np.log(probs)).sum(axis=self.axis)
 
-    def _elementwise_grad(self, y_true: Any, y_pred: Any) -> Any:
+    def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
         if self.from_logits:  # TF's op gradient: softmax minus the labels
-            shifted, log_norm = _log_sum_exp(y_pred, self.axis)
-            return np.exp(shifted - log_norm) - y_true
+            return upstream * (_softmax(y_pred, self.axis) - y_true)
         total = y_pred.sum(axis=self.axis, keepdims=True)
         normalised = y_pred / total
-        probs = np.clip(normalised, EPSILON, 1 - EPSILON)
-        grad = np.where(probs == normalised, -y_true / probs, 0)
-        return (grad - (grad * normalised).sum(axis=self.axis, keepdims=True)) / total
+        grad = _through_clipped_log(y_true * -upstream, normalised)  # -sum(t * log(clip(p / total)))
+        return grad / total + (grad * (-y_pred / total / total)).sum(axis=self.axis, keepdims=True)
 
 
 def _sigmoid(x: Any) -> Any:

@@ -126,12 +126,14 @@ class Optimizer(ABC):
 
     def _clip(self, grads: list[Any]) -> list[Any]:
         """Keras' clipping (one of clipnorm, global_clipnorm, clipvalue), applied to each replica's gradients."""
-        if self.clipnorm and self.clipnorm > 0:
-            return [g * (self.clipnorm / np.maximum(np.sqrt((g * g).sum()), self.clipnorm)) for g in grads]
-        if self.global_clipnorm and self.global_clipnorm > 0:
-            norm = np.sqrt(sum(float((g * g).sum()) for g in grads))
-            return [g * np.float32(self.global_clipnorm * min(1.0 / norm, 1.0 / self.global_clipnorm))
+        if self.clipnorm and self.clipnorm > 0:  # tf.clip_by_norm's arithmetic, in the gradients' dtype
+            return [g * g.dtype.type(self.clipnorm) / np.maximum(np.sqrt((g * g).sum()), g.dtype.type(self.clipnorm))
                     for g in grads]
+        if self.global_clipnorm and self.global_clipnorm > 0:  # Keras' clip_by_global_norm, in float32 as there
+            norm = np.sqrt(np.stack([np.square(g).sum() for g in grads]).sum())
+            clip = norm.dtype.type(self.global_clipnorm)
+            scale = clip * np.minimum(norm.dtype.type(1.0) / norm, norm.dtype.type(1.0 / self.global_clipnorm))
+            return [g * (scale + (norm - norm)) for g in grads]
         if self.clipvalue and self.clipvalue > 0:
             return [np.clip(g, -self.clipvalue, self.clipvalue) for g in grads]
         return grads

@@ -1821,3 +1821,25 @@ def fit_trace_errors_come_first(env: KerasEnv) -> Result:
     return {"labels_do_not_broadcast": attempt(lambda: fit(x=x, y=one_hot[:, 0], batch_size=4, shuffle=False)),
             "class_missing": attempt(lambda: fit(x=data.Dataset.from_tensor_slices((x, one_hot)).batch(2),
                                                  class_weight={0: 2.0}))}
+
+
+@case
+def clipped_adam_follows_tf_rounding(env: KerasEnv) -> Result:
+    """Adam with a small global_clipnorm amplifies the last bits of the gradients (its steps are near epsilon): a
+    sparse cross-entropy on probabilities with sample weights and an L2 regularizer trains to TF's weights only
+    when the loss gradient and the clipping round as TF's ops do (found by the differential fuzzer, seed 1124101)."""
+    k, data = env.keras, env.data
+    rng = np.random.RandomState(719163)
+    x = rng.uniform(-2, 2, (11, 1)).astype(np.float32).astype(np.float64)
+    y = rng.randint(0, 2, 11).astype(np.int32)
+    w = rng.choice(np.array([0.0, 0.5, 1.0, 2.0], np.float32), 11)
+    model = k.Sequential([k.layers.Dense(1, input_shape=(1,), name="d0"),
+                          k.layers.Dense(2, kernel_regularizer=k.regularizers.L2(0.1), name="d1")])
+    start = np.random.RandomState(719163)
+    model.set_weights([start.uniform(-1, 1, v.shape).astype(np.float32) for v in model.get_weights()])
+    model.compile(optimizer=k.optimizers.Adam(0.3, epsilon=0.001, amsgrad=True, global_clipnorm=0.1),
+                  loss=k.losses.SparseCategoricalCrossentropy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        history = model.fit(data.Dataset.from_tensor_slices((x, y, w)).batch(3), epochs=1, verbose=0)
+    return {"loss": history.history["loss"], "weights": model.get_weights(), "predict": model.predict(x, verbose=0)}
