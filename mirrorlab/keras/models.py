@@ -49,6 +49,7 @@ class Model:
         self._initial_epoch: int | None = None
         self._loss_tracker: metrics_lib.Mean | None = None
         self._traced_shapes: tuple[tuple, tuple] | None = None  # static label and output shapes of the data
+        self._traced_weight_shape: tuple | None = None  # and its sample weights' (None without them)
         self._loss_built = False  # Keras' compiled loss was built (in a strategy's scope: on the first batch)
 
     # -- structure ---------------------------------------------------------------------------------
@@ -256,6 +257,7 @@ class Model:
             return
         y_true_shape, y_pred_shape = tuple(specs[1].shape), self._output_shape(x_shape)
         self._traced_shapes = (y_true_shape, y_pred_shape)
+        self._traced_weight_shape = tuple(specs[2].shape) if len(specs) > 2 else None
         if self._compile_metrics is None or self._compile_metrics.built:
             return
         if self.loss is None:
@@ -270,13 +272,14 @@ class Model:
         if self._traced_shapes is None:
             return
         self.loss.check_shapes(*self._traced_shapes)
-        self._check_penalties_add(len(self._traced_shapes[1]))
+        self._check_penalties_add(tuple(self._traced_shapes[1]), self._traced_weight_shape)
         self._compile_metrics.check_shapes(*self._traced_shapes)
 
-    def _check_penalties_add(self, output_rank: int) -> None:
+    def _check_penalties_add(self, output_shape: tuple, weight_shape: tuple | None) -> None:
         """Keras adds the regularization losses to the compiled loss with ``add_n``, which refuses an unreduced loss
-        (reduction "none": per-example losses, of the outputs' rank less one)."""
-        rank = output_rank - 1
+        (reduction "none": per-example losses, of the outputs' rank less one, times the sample weights after Keras'
+        rank matching: a column of weights makes them a column)."""
+        rank = _weighted_rank(output_shape[:-1], weight_shape)
         if self.loss.reduction in (None, "none") and rank and any(layer._regularizers for layer in self.layers):
             raise ValueError(f"Shapes must be equal rank, but are {rank} and 0\nFix: give the compiled loss a "
                              "reduction (sum_over_batch_size, sum) when layers have regularizers.")
@@ -301,7 +304,7 @@ class Model:
             self._prepare_training(data)
         else:
             self._prepare(data)
-        x, y, _ = unpack_x_y_sample_weight(first)
+        x, y, weight = unpack_x_y_sample_weight(first)
         if y is None:
             return True
         # Keras computes the metrics, then the loss, once on the first batch (a replica's share) to build them: their
@@ -313,7 +316,8 @@ class Model:
         if loss_unbuilt:
             self._loss_built = True
             self.loss.check_shapes(*shapes)
-            self._check_penalties_add(len(shapes[1]))
+            self._check_penalties_add(shapes[1], None if weight is None else tuple(
+                self._strategy.experimental_local_results(weight)[0].shape))
         return True
 
     def _output_shape(self, input_shape: tuple) -> tuple:
@@ -514,3 +518,14 @@ class Sequential(Model):
         if first is not None:
             self.build((None, *first))
 
+
+def _weighted_rank(loss_shape: tuple, weight_shape: tuple | None) -> int:
+    """The rank of per-example losses times sample weights, after Keras' ``squeeze_or_expand_to_same_rank``."""
+    if weight_shape is None:
+        return len(loss_shape)
+    losses, weights = len(loss_shape), len(weight_shape)
+    if losses == weights + 1 and loss_shape[-1] == 1:
+        losses, weights = (losses, weights + 1) if weights == 1 else (losses - 1, weights)
+    elif weights == losses + 1 and weight_shape[-1] == 1:
+        losses, weights = (losses + 1, weights) if losses == 1 else (losses, weights - 1)
+    return max(losses, weights)

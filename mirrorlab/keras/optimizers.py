@@ -241,7 +241,7 @@ class RMSprop(Optimizer):
 
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
         velocity = slots["velocity"]
-        velocity.assign(self.rho * velocity._read() + (1 - self.rho) * grad * grad)
+        velocity.assign(self.rho * velocity._read() + (1 - self.rho) * (grad * grad))  # as Keras: square first
         if self.centered:
             average = slots["average_gradient"]
             average.assign(self.rho * average._read() + (1 - self.rho) * grad)

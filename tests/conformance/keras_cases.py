@@ -1843,3 +1843,19 @@ def clipped_adam_follows_tf_rounding(env: KerasEnv) -> Result:
         warnings.simplefilter("ignore")
         history = model.fit(data.Dataset.from_tensor_slices((x, y, w)).batch(3), epochs=1, verbose=0)
     return {"loss": history.history["loss"], "weights": model.get_weights(), "predict": model.predict(x, verbose=0)}
+
+
+@case
+def unreduced_weighted_loss_beside_a_regularizer(env: KerasEnv) -> Result:
+    """An unreduced loss cannot be added to the regularization losses; the error names the weighted losses' rank,
+    which sample weights of another rank change (a column of weights makes the per-example losses a column)."""
+    k, data = env.keras, env.data
+    x, y = _examples(4, None)
+    out: Result = {}
+    for name, weights in (("none", None), ("vector", np.ones(4, np.float32)), ("column", np.ones((4, 1), np.float32))):
+        model = k.Sequential([k.Input((3,)), k.layers.Dense(2, kernel_regularizer="l2", name="regularized")])
+        model.compile(optimizer=k.optimizers.SGD(), loss=k.losses.MeanSquaredError(reduction="none"))
+        arrays = (x, y) if weights is None else (x, y, weights)
+        out[name] = attempt(lambda arrays=arrays, model=model: _history(model.fit(
+            data.Dataset.from_tensor_slices(arrays).batch(4), verbose=0)))
+    return out
