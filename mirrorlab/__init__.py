@@ -24,6 +24,7 @@ from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, V
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
 from .data import TensorSpec
 from .function import function
+from .module import Module
 from .tensor import IndexedSlices
 from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
                          MultiWorkerMirroredStrategy, PerReplica, ReplicaContext, Strategy, StrategyExtended,
@@ -36,6 +37,6 @@ __all__ = [
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",
     "SyncOnReadVariable", "ValueContext", "Variable", "get_replica_context",
-    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "TensorSpec", "IndexedSlices", "GradientTape", "add_n",
+    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "Module", "TensorSpec", "IndexedSlices", "GradientTape", "add_n",
     "__version__",
 ]

@@ -118,3 +118,71 @@ def test_custom_loop_with_variable_operators_trains_like_the_whole_batch_on_a_si
         np.testing.assert_allclose(losses, expected, rtol=1e-5)
         np.testing.assert_allclose(final_w, w, rtol=1e-5, atol=1e-6)
         assert final_b == pytest.approx(float(b), rel=1e-5)
+
+
+class TinyDense(ml.Module):
+    def __init__(self, inputs, outputs, name=None):
+        super().__init__(name=name)
+        self.w = ml.Variable(np.ones((inputs, outputs), np.float32), name="w")
+        self.b = ml.Variable(np.zeros(outputs, np.float32), name="b")
+        self._hidden = ml.Variable(1.0, trainable=False, name="h")
+
+    def __call__(self, x):
+        return ml.nn.relu(x @ self.w + self.b)
+
+
+class TinyMLP(ml.Module):
+    def __init__(self):
+        super().__init__()
+        self.zlayer = TinyDense(2, 3)
+        self.layers = [TinyDense(3, 2, name="first"), {"b": TinyDense(2, 1), "a": ml.Variable(2.0, name="a")}]
+        self.alias = self.zlayer
+        self.count = ml.Variable(0, name="count")
+        self.parent = self  # a cycle ends the walk
+
+    def __call__(self, x):
+        return self.layers[1]["b"](self.layers[0](self.zlayer(x)))
+
+
+def test_module_finds_variables_submodules_and_checkpoint_keys_as_tf(tmp_path):
+    """tf.Module as observed on TF 2.21: names in snake case, the walk in sorted attribute order (own variables
+    before submodules', each object once), gradients of a module's trainable variables (None for unused and integer
+    ones), checkpoint keys of every attribute holding state (private ones too, an alias under its first name)."""
+    m = TinyMLP()
+    assert (m.name, TinyDense(1, 1).name, ml.Module().name, ml.Module(name="ok_name").name) == \
+        ("tiny_mlp", "tiny_dense", "module", "ok_name")
+    assert [s.name for s in m.submodules] == ["tiny_dense", "first", "tiny_dense"]
+    assert [v.name for v in m.variables] == ["count:0", "a:0"] + ["h:0", "b:0", "w:0"] * 3
+    assert [v.name for v in m.trainable_variables] == ["count:0", "a:0"] + ["b:0", "w:0"] * 3
+    assert [v.name for v in m.non_trainable_variables] == ["h:0"] * 3
+    for bad in ("1abc", "a-b", ""):
+        with pytest.raises(ValueError, match=f"{bad!r} is not a valid module name. Module names must be valid Python"):
+            ml.Module(name=bad)
+    with ml.GradientTape() as tape:
+        y = ml.reduce_sum(m(np.ones((2, 2), np.float32)))
+    grads = tape.gradient(y, m.trainable_variables)
+    assert [None if g is None else np.asarray(g).tolist() for g in grads] == [
+        None, None, [4.0, 4.0, 4.0], [[4.0] * 3] * 2, [2.0, 2.0], [[4.0, 4.0]] * 3, [2.0], [[12.0], [12.0]]]
+    path = ml.train.Checkpoint(model=m).write(str(tmp_path / "ckpt"))
+    assert sorted(name for name, _ in ml.train.list_variables(path)) == ["_CHECKPOINTABLE_OBJECT_GRAPH"] + [
+        f"model/{key}/.ATTRIBUTES/VARIABLE_VALUE" for key in (
+            "count", "layers/0/_hidden", "layers/0/b", "layers/0/w", "layers/1/a", "layers/1/b/_hidden",
+            "layers/1/b/b", "layers/1/b/w", "zlayer/_hidden", "zlayer/b", "zlayer/w")]
+
+
+def test_module_variables_mirror_under_a_strategy_and_train_in_replicas():
+    """A module built in a strategy's scope holds mirrored variables; a replica's tape differentiates them."""
+    strategy = ml.MirroredStrategy(["CPU:0", "CPU:1"])
+    with strategy.scope():
+        layer = TinyDense(2, 1)
+    assert all(isinstance(v, ml.MirroredVariable) for v in layer.trainable_variables)
+
+    def step(x):
+        with ml.GradientTape() as tape:
+            loss = ml.reduce_sum(layer(x))
+        return tape.gradient(loss, layer.trainable_variables)
+
+    per_replica = strategy.run(step, args=(np.array([[1.0, 2.0]], np.float32),))
+    b, w = (strategy.experimental_local_results(g) for g in per_replica)
+    assert [np.asarray(g).tolist() for g in b] == [[1.0], [1.0]]
+    assert [np.asarray(g).tolist() for g in w] == [[[1.0], [2.0]], [[1.0], [2.0]]]
