@@ -75,7 +75,7 @@ class PendingRestore:
         checked before anything is assigned, and remember the other objects matched, whose variables may come
         later. Matched objects count for ``assert_nontrivial_match`` when the read itself (``reading``) matched
         them, or later when values wait below them, as in TF. Values go in key order, those below the
-        children named in ``first`` (a checkpoint's ``root``'s) before the others, as TF's restore does."""
+        children named in ``first`` (a checkpoint's ``root``'s) first, then each other child's, as TF's restore does."""
         try:
             if self.pending or reading:
                 self._match(children, at, reading, {escape_name(name) for name in first})
@@ -97,9 +97,18 @@ class PendingRestore:
             if path not in self.graph and checkpoint_key(path) in self.pending:  # an object where a value was saved
                 self.unused_attributes[checkpoint_key(path)] = obj
                 del self.pending[checkpoint_key(path)]
-        found = {checkpoint_key(path): var for path, var in sorted(
-            match.variables.items(), key=lambda item: (item[0].split("/")[0] not in first, checkpoint_key(item[0])))
-            if checkpoint_key(path) in self.pending}
+        # TF restores a root's values in one RestoreV2 (dtypes checked, then assigned), then each keyword argument
+        # in its own; without a root, everything at once
+        groups: dict[str, dict[str, Variable]] = {"": {}}
+        for path, var in sorted(match.variables.items(), key=lambda item: checkpoint_key(item[0])):
+            if checkpoint_key(path) in self.pending:
+                top = path.split("/")[0]
+                groups.setdefault(top if first and top not in first else "", {})[checkpoint_key(path)] = var
+        for found in groups.values():
+            self._assign(found)
+
+    def _assign(self, found: dict[str, Variable]) -> None:
+        """Restore ``found`` (variables by key, in key order): every dtype checked before anything is assigned."""
         try:
             for key, var in found.items():
                 check_dtype(key, var, self.pending[key], self.save_path)

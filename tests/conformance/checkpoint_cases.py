@@ -1443,16 +1443,17 @@ def partial_restore_follows_key_order(api: Any, s: Any, d: Path) -> Result:
 @case()
 def partial_restore_takes_root_before_arguments(api: Any, s: Any, d: Path) -> Result:
     """with ``root``, a restore stopped by a value of another shape has restored root's values first (in key
-    order), then the keyword arguments' (in key order): keys sorting before root's are not restored first."""
+    order), then the keyword arguments' (in key order): keys sorting before root's are not restored first. Each
+    group checks its dtypes before assigning any: another dtype among the arguments leaves root's restored."""
     def tree(net: Any, y: Any, c: Any, a: Any) -> Any:
         with s.scope():
             inner = api.train.Checkpoint(y=api.Variable(y), net=api.train.Checkpoint(k=api.Variable(net)))
             return api.train.Checkpoint(c=api.Variable(c), root=inner, a=api.Variable(a))
     path = tree(1.0, 2.0, 3.0, 4.0).write(str(own(d) / "rooted"))
     out: Result = {}
-    for bad in ("c", "y", "net"):
-        shapes = {name: [0.0, 0.0] if name == bad else 0.0 for name in ("net", "y", "c", "a")}
-        target = tree(**shapes)
+    for bad in ("c", "y", "net", "c_dtype", "y_dtype"):
+        wrong = np.float64(0.0) if bad.endswith("_dtype") else [0.0, 0.0]
+        target = tree(**{name: wrong if bad.split("_")[0] == name else 0.0 for name in ("net", "y", "c", "a")})
         error = attempt(lambda target=target: target.read(path))
         out[bad] = {"error": type(error).__name__, "values": [target.root.net.k, target.root.y, target.c, target.a]}
     return out
