@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import errors
-from .autodiff import Tracked, broadcast_back, unbroadcast, untracked, watched
+from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
 from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
 from .tensor import array_module, as_tensor, is_string
@@ -40,18 +40,6 @@ _FLOAT_TYPES = "bfloat16, half, float, double, complex64, complex128"
 def _tensor(x: Any) -> Any:
     """``x`` as an array (a ``Tracked`` value's array)."""
     return as_tensor(untracked(x))
-
-
-def _with_gradient(result: Any, inputs: Sequence[Any], grads: Callable[[Any], Sequence[Any]]) -> Any:
-    """``result``, carrying the backward step ``grads(g)`` (one gradient per input, reduced to the input's shape)
-    when one of ``inputs`` is tracked."""
-    if not any(isinstance(x, Tracked) for x in inputs):
-        return result
-
-    def backward(g: Any) -> list[tuple[Any, Any]]:
-        return [(x, unbroadcast(array_module(g).asarray(part), np.shape(untracked(x))))
-                for x, part in zip(inputs, grads(g)) if isinstance(x, Tracked)]
-    return Tracked(result, backward, inputs)
 
 
 def _check_types(x: Any, allowed: str, what: str) -> None:
@@ -83,9 +71,9 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
         source = "string" if is_string(value.dtype) else value.dtype.name
         raise errors.UnimplementedError(f"Cast {source} to {tf_dtype(target)} is not supported [Op:Cast] name: ")
     result = value.astype(target)
-    if isinstance(x, Tracked) and target.kind in "fc" and value.dtype.kind in "fc":  # else no gradient, as TF
-        return Tracked(result, lambda g: [(x, g.astype(value.dtype))], (x,))
-    return result
+    if target.kind not in "fc" or value.dtype.kind not in "fc":  # no gradient, as in TF
+        return result
+    return with_gradient(result, [x], lambda g: [g.astype(value.dtype)])
 
 
 def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
@@ -107,9 +95,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
 
 def _reshaped(x: Any, result: Any) -> Any:
     """``result`` (``x``'s values in another shape) with the backward step that shapes the gradient back."""
-    if not isinstance(x, Tracked):
-        return result
-    return Tracked(result, lambda g: [(x, g.reshape(x.shape))], (x,))
+    return with_gradient(result, [x], lambda g: [g.reshape(np.shape(untracked(x)))])
 
 
 def shape(input: Any, out_type: Any = np.int32, name: str | None = None) -> Any:  # noqa: A002
@@ -192,7 +178,7 @@ def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: boo
         """As TF's: the gradient shared equally by the elements equal to the extreme."""
         hits = (value == reduce(value, axis=axes, keepdims=True, initial=initial)).astype(value.dtype)
         return [hits / hits.sum(axis=axes, keepdims=True) * broadcast_back(g, value, axes, keepdims)]
-    return _with_gradient(result, [input_tensor], grads)
+    return with_gradient(result, [input_tensor], grads)
 
 
 def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
@@ -212,7 +198,7 @@ def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
     _check_types(value, _SUM_TYPES, "reduce_prod")
     axes = _axes(value, axis, "Prod")
     result = array_module(value).asarray(value.prod(axis=axes, keepdims=keepdims, dtype=value.dtype))
-    return _with_gradient(result, [input_tensor],
+    return with_gradient(result, [input_tensor],
                           lambda g: [_products_of_others(value, axes) * broadcast_back(g, value, axes, keepdims)])
 
 
@@ -330,7 +316,7 @@ def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
                 f"Shapes of all inputs must match: values[0].shape = {_dims_text(arrays[0].shape)} != "
                 f"values[{k}].shape = {_dims_text(a.shape)} [Op:Pack]")
     result = array_module(arrays[0]).stack(arrays, axis=axis)
-    return _with_gradient(result, values, lambda g: [g.take(k, axis=axis) for k in builtins.range(len(values))])
+    return with_gradient(result, values, lambda g: [g.take(k, axis=axis) for k in builtins.range(len(values))])
 
 
 def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
@@ -350,7 +336,7 @@ def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
                     f"shape[{k}] = {_dims_text(a.shape)} [Op:ConcatV2]")
     result = array_module(first).concatenate(arrays, axis=where)
     ends = np.cumsum([a.shape[where] for a in arrays])[:-1]
-    return _with_gradient(result, values, lambda g: array_module(g).split(g, ends, axis=where))
+    return with_gradient(result, values, lambda g: array_module(g).split(g, ends, axis=where))
 
 
 # -- element-wise -----------------------------------------------------------------------------------------------
@@ -369,9 +355,7 @@ def _unary(x: Any, fn: Callable[[Any], Any], float_only: bool, what: str, deriva
         _check_types(value, _FLOAT_TYPES, what)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         result = array_module(value).asarray(fn(value)).astype(value.dtype, copy=False)
-    if isinstance(x, Tracked):
-        return Tracked(result, lambda g: [(x, derivative(g, value, result))], (x,))
-    return result
+    return with_gradient(result, [x], lambda g: [derivative(g, value, result)])
 
 
 def square(x: Any, name: str | None = None) -> Any:
@@ -450,35 +434,35 @@ def _broadcasting(fn: Callable[[Any, Any], Any], a: Any, b: Any, op: str) -> Any
         return array_module(a).asarray(fn(a, b))
 
 
-def _arithmetic(x: Any, y: Any, op: str, fn: Callable[[Any, Any], Any], tracked: Callable[[Any, Any], Any]) -> Any:
+def _arithmetic(x: Any, y: Any, op: str, fn: Callable[[Any, Any], Any], gradient: str) -> Any:
+    """``fn`` of both operands (converted as ``_operands`` does), differentiable as ``BINARY_GRADIENTS[gradient]``."""
     x, y = watched(x), watched(y)
     a, b = _operands(x, y, op)
     result = _broadcasting(fn, a, b, op)
-    if isinstance(x, Tracked) or isinstance(y, Tracked):
-        return tracked(x if isinstance(x, Tracked) else a, y if isinstance(y, Tracked) else b)
-    return result.astype(a.dtype, copy=False) if op != "RealDiv" else result
+    if op != "RealDiv":
+        result = result.astype(a.dtype, copy=False)
+    return with_gradient(result, [x, y], lambda g: BINARY_GRADIENTS[gradient](g, a, b))
 
 
 def add(x: Any, y: Any, name: str | None = None) -> Any:
     """``x + y`` element-wise, broadcasting."""
-    return _arithmetic(x, y, "AddV2", np.add, lambda a, b: a + b)
+    return _arithmetic(x, y, "AddV2", np.add, "add")
 
 
 def subtract(x: Any, y: Any, name: str | None = None) -> Any:
     """``x - y`` element-wise, broadcasting."""
-    return _arithmetic(x, y, "Sub", np.subtract, lambda a, b: a - b)
+    return _arithmetic(x, y, "Sub", np.subtract, "sub")
 
 
 def multiply(x: Any, y: Any, name: str | None = None) -> Any:
     """``x * y`` element-wise, broadcasting."""
-    return _arithmetic(x, y, "Mul", np.multiply, lambda a, b: a * b)
+    return _arithmetic(x, y, "Mul", np.multiply, "mul")
 
 
 def divide(x: Any, y: Any, name: str | None = None) -> Any:
     """``x / y``: floats keep their dtype; 8/16-bit integers give float32, wider ones float64 (TF's truediv)."""
-    a = _tensor(x)
-    dtype = truediv_dtype(a.dtype)
-    return _arithmetic(x, y, "RealDiv", lambda p, q: (p.astype(dtype) / q.astype(dtype)), lambda p, q: p / q)
+    dtype = truediv_dtype(_tensor(x).dtype)
+    return _arithmetic(x, y, "RealDiv", lambda p, q: (p.astype(dtype) / q.astype(dtype)), "truediv")
 
 
 truediv = divide
@@ -498,7 +482,7 @@ def _elementwise(op: str, fn: Callable[[Any, Any], Any],
         x, y = watched(x), watched(y)
         a, b = operands(x, y, op)
         first = (a >= b) if op == "Maximum" else (a <= b)  # ties go to x, as in TF
-        return _with_gradient(_broadcasting(fn, a, b, op), [x, y],
+        return with_gradient(_broadcasting(fn, a, b, op), [x, y],
                               lambda g: [np.where(first, g, 0).astype(g.dtype), np.where(first, 0, g).astype(g.dtype)])
     apply.__name__ = op
     apply.__doc__ = f"TF's element-wise ``{op}``, broadcasting (the second operand in the first one's dtype)."
@@ -548,19 +532,12 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     if left.shape[-1] != right.shape[-2]:
         raise errors.InvalidArgumentError(f"Matrix size-incompatible: In[0]: {_dims_text(x.shape)}, In[1]: "
                                           f"{_dims_text(y.shape)} [Op:MatMul] name: ")
-    result = left @ right
-    if not (isinstance(a, Tracked) or isinstance(b, Tracked)):
-        return result
 
-    def backward(g: Any) -> list[tuple[Any, Any]]:
-        grad_left, grad_right = g @ right.swapaxes(-1, -2), left.swapaxes(-1, -2) @ g
-        out = []
-        if isinstance(a, Tracked):
-            out.append((a, grad_left.swapaxes(-1, -2) if transpose_a else grad_left))
-        if isinstance(b, Tracked):
-            out.append((b, grad_right.swapaxes(-1, -2) if transpose_b else grad_right))
-        return out
-    return Tracked(result, backward, (a, b))
+    def grads(g: Any) -> list[Any]:
+        grad_left, grad_right = BINARY_GRADIENTS["matmul"](g, left, right)
+        return [grad_left.swapaxes(-1, -2) if transpose_a else grad_left,
+                grad_right.swapaxes(-1, -2) if transpose_b else grad_right]
+    return with_gradient(left @ right, [a, b], grads)
 
 
 # -- shape manipulation and selection ---------------------------------------------------------------------------
@@ -593,10 +570,7 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose") -> Any:
     a = watched(a)
     value = _tensor(a)
     order = tuple(reversed(builtins.range(value.ndim))) if perm is None else tuple(int(p) for p in perm)
-    result = array_module(value).transpose(value, order)
-    if not isinstance(a, Tracked):
-        return result
-    return Tracked(result, lambda g: [(a, g.transpose(np.argsort(order)))], (a,))
+    return with_gradient(array_module(value).transpose(value, order), [a], lambda g: [g.transpose(np.argsort(order))])
 
 
 def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
@@ -607,7 +581,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
         return array_module(cond).argwhere(cond).astype(np.int64)
     x, y = watched(x), watched(y)
     a, b = _operands(x, y, "SelectV2")
-    return _with_gradient(array_module(cond).where(cond, a, b), [x, y],
+    return with_gradient(array_module(cond).where(cond, a, b), [x, y],
                           lambda g: [np.where(cond, g, 0).astype(g.dtype), np.where(cond, 0, g).astype(g.dtype)])
 
 
@@ -642,4 +616,4 @@ def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) ->
         gathered = np.moveaxis(g, list(builtins.range(axis, axis + index.ndim)), list(builtins.range(index.ndim)))
         np.add.at(np.moveaxis(full, axis, 0), index, gathered)
         return [full]
-    return _with_gradient(array_module(value).take(value, index, axis=axis), [params], grads)
+    return with_gradient(array_module(value).take(value, index, axis=axis), [params], grads)

@@ -13,7 +13,7 @@ computed outside these (NumPy functions) is a plain array: no gradient flows thr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,8 @@ import numpy as np
 from . import nest
 from .tensor import asarray, like, to_host
 
-__all__ = ["GradientTape", "Tracked", "add_n", "broadcast_back", "recording", "track", "unbroadcast", "untracked",
-           "watched"]
+__all__ = ["BINARY_GRADIENTS", "GradientTape", "Tracked", "add_n", "broadcast_back", "recording", "track",
+           "unbroadcast", "untracked", "watched", "with_gradient"]
 
 # A backward step: upstream gradient -> [(Tracked input or variable, its gradient), ...].
 Backward = Callable[[Any], list[tuple[Any, Any]]]
@@ -112,18 +112,16 @@ def _plain(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
 def _install_operators() -> None:
     """Tracked's binary operators: ``+ - * / ** @`` (and reflected) with their gradients; those without a gradient
     (TF gives None through them) with plain results: comparisons (element-wise, as a tensor's), ``//`` and ``%``."""
-    for name, op, grads in (("add", np.add, lambda g, a, b: (g, g)), ("sub", np.subtract, lambda g, a, b: (g, -g)),
-                            ("mul", np.multiply, lambda g, a, b: (g * b, g * a)),
-                            ("truediv", np.true_divide, _quotient_grads), ("pow", np.power, _power_grads),
-                            ("matmul", np.matmul, _matmul_grads)):
-        setattr(Tracked, f"__{name}__", lambda self, other, op=op, grads=grads: _binary(self, other, op, grads))
-        setattr(Tracked, f"__r{name}__", lambda self, other, op=op, grads=grads: _binary(other, self, op, grads))
+    ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "pow": np.power,
+           "matmul": np.matmul}
+    for name, grads in BINARY_GRADIENTS.items():
+        setattr(Tracked, f"__{name}__", lambda self, other, op=ops[name], grads=grads: _binary(self, other, op, grads))
+        setattr(Tracked, f"__r{name}__", lambda self, other, op=ops[name], grads=grads: _binary(other, self, op, grads))
     for name, op in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
                      ("eq", np.equal), ("ne", np.not_equal), ("floordiv", np.floor_divide), ("mod", np.mod)):
         setattr(Tracked, f"__{name}__", lambda self, other, op=op: _plain(op, self, other))
         if name in ("floordiv", "mod"):
             setattr(Tracked, f"__r{name}__", lambda self, other, op=op: _plain(op, other, self))
-
 
 
 def _quotient_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
@@ -142,6 +140,12 @@ def _power_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
 def _matmul_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
     """The partial derivatives of the matrix product ``a @ b``."""
     return g @ np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2) @ g
+
+
+# The partial derivatives of each differentiable binary operation: (upstream g, a, b) -> (d/da, d/db).
+BINARY_GRADIENTS: dict[str, Callable[[Any, Any, Any], tuple[Any, Any]]] = {
+    "add": lambda g, a, b: (g, g), "sub": lambda g, a, b: (g, -g), "mul": lambda g, a, b: (g * b, g * a),
+    "truediv": _quotient_grads, "pow": _power_grads, "matmul": _matmul_grads}
 
 
 def broadcast_back(g: Any, value: Any, axis: Any, keepdims: bool) -> Any:
@@ -187,17 +191,23 @@ def _converted(va: Any, vb: Any) -> tuple[Any, Any]:
 
 
 def _binary(a: Any, b: Any, op: Callable[[Any, Any], Any],
-            grads: Callable[[Any, Any, Any], tuple[Any, Any]]) -> Tracked:
+            grads: Callable[[Any, Any, Any], tuple[Any, Any]]) -> Any:
     """``op(a, b)`` with its backward step (gradients reduced to each operand's shape)."""
     a, b = watched(a), watched(b)
     va, vb = _converted(untracked(a), untracked(b))
-    out = op(va, vb)
+    return with_gradient(op(va, vb), (a, b), lambda g: grads(g, va, vb))
+
+
+def with_gradient(result: Any, inputs: Sequence[Any], grads: Callable[[Any], Sequence[Any]]) -> Any:
+    """``result``, carrying the backward step ``grads(g)`` (one gradient per input, each summed down to its input's
+    shape) when one of ``inputs`` is tracked; else ``result`` itself."""
+    if not any(isinstance(x, Tracked) for x in inputs):
+        return result
 
     def backward(g: Any) -> list[tuple[Any, Any]]:
-        ga, gb = grads(g, va, vb)
-        return [(x, unbroadcast(asarray(gx), np.shape(untracked(x))))
-                for x, gx in ((a, ga), (b, gb)) if isinstance(x, Tracked)]
-    return Tracked(out, backward, (a, b))
+        return [(x, unbroadcast(asarray(part), np.shape(untracked(x))))
+                for x, part in zip(inputs, grads(g)) if isinstance(x, Tracked)]
+    return Tracked(result, backward, inputs)
 
 
 def track(value: Any, backward: Backward, parents: Iterable[Any] = ()) -> Any:
@@ -238,8 +248,8 @@ class GradientTape:
         _state.tapes.remove(self)
 
     def watch(self, tensor: Any) -> None:
-        """Accepted for TF compatibility: variables reached through models, losses and regularizers are
-        always watched; other values cannot be differentiated by mirrorlab."""
+        """Accepted for TF compatibility: trainable float variables are watched whenever they are read on a tape;
+        mirrorlab's tensors are plain arrays, which cannot be watched (their gradient stays None)."""
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
         """d(sum of ``target``)/d(each source), in the structure of ``sources`` (None where unconnected)."""

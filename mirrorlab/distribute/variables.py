@@ -168,16 +168,16 @@ class _ArrayLike(ABC):
         return self._tensor_read()
 
     def _tensor_read(self) -> Any:
-        leaf = watched(self)
-        return leaf if isinstance(leaf, Tracked) else _new_tensor(self._read())
+        leaf = _tape_leaf(self)
+        return leaf if leaf is not None else _new_tensor(self._read())
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     def __getitem__(self, item: Any) -> Any:
-        leaf = watched(self)
-        if isinstance(leaf, Tracked):
+        leaf = _tape_leaf(self)
+        if leaf is not None:
             return leaf[item]
         array = self._read()
         try:
@@ -203,8 +203,8 @@ class _ArrayLike(ABC):
         return bool(self._read())
 
     def __neg__(self) -> Any:
-        leaf = watched(self)
-        if isinstance(leaf, Tracked):
+        leaf = _tape_leaf(self)
+        if leaf is not None:
             return -leaf
         value = self._read()
         if self.dtype == np.bool_:
@@ -215,8 +215,8 @@ class _ArrayLike(ABC):
         return _tensor(+self._read())
 
     def __abs__(self) -> Any:
-        leaf = watched(self)
-        if isinstance(leaf, Tracked):
+        leaf = _tape_leaf(self)
+        if leaf is not None:
             return abs(leaf)
         value = self._read()
         if self.dtype == np.bool_:
@@ -300,10 +300,17 @@ def _install_binary_ops() -> None:
 _DIFFERENTIABLE = ("add", "sub", "mul", "truediv", "pow", "matmul")
 
 
+def _tape_leaf(var: "_ArrayLike", name: str = "") -> Tracked | None:
+    """The tracked read of ``var`` while a tape watches it (see ``autodiff.watched``), for reads and the
+    differentiable operators (``name``); None otherwise."""
+    leaf = watched(var) if not name or name in _DIFFERENTIABLE else var
+    return leaf if isinstance(leaf, Tracked) else None
+
+
 def _forward(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
     """``var <op> other``: through the tape's leaf for ``var`` while a tape watches it (differentiable operators)."""
-    leaf = watched(var) if name in _DIFFERENTIABLE else var
-    if isinstance(leaf, Tracked):
+    leaf = _tape_leaf(var, name)
+    if leaf is not None:
         return getattr(leaf, f"__{name}__")(other if isinstance(other, _ArrayLike) else
                                             _operand(var, other, name, False))
     return _binary(op, name, var._read(), _operand(var, other, name, False))
@@ -321,8 +328,8 @@ def _binary(op: Any, name: str, left: Any, right: Any) -> Any:
 
 def _reflected(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
     """``other <op> var``: as every operator of TF's variables, it reads the variable before converting ``other``."""
-    leaf = watched(var) if name in _DIFFERENTIABLE else var
-    if isinstance(leaf, Tracked):
+    leaf = _tape_leaf(var, name)
+    if leaf is not None:
         return getattr(leaf, f"__r{name}__")(_operand(var, other, name, True))
     value = var._read()
     return _binary(op, name, _operand(var, other, name, True), value)
