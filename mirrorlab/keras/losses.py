@@ -26,7 +26,7 @@ from .registry import resolve
 __all__ = ["Loss", "Reduction", "MeanSquaredError", "MeanAbsoluteError", "Huber", "SparseCategoricalCrossentropy",
            "BinaryCrossentropy", "CategoricalCrossentropy", "mean_squared_error", "mean_absolute_error", "huber",
            "sparse_categorical_crossentropy", "binary_crossentropy", "categorical_crossentropy", "get",
-           "check_function_shapes", "compute_average_loss"]
+           "check_function_shapes", "compute_average_loss", "matched_shapes"]
 
 EPSILON = 1e-7
 REDUCTIONS = ("sum_over_batch_size", "sum", None, "none", "mean", "mean_with_sample_weight")
@@ -55,7 +55,7 @@ def squeeze_or_expand_to_same_rank(x1: Any, x2: Any, expand_rank_1: bool = True)
     return x1, x2
 
 
-def _matched_shapes(a: tuple, b: tuple) -> tuple[tuple, tuple]:
+def matched_shapes(a: tuple, b: tuple) -> tuple[tuple, tuple]:
     """``squeeze_or_expand_to_same_rank`` on shapes (a None dimension is no 1, as when Keras traces a step)."""
     if len(a) == len(b) + 1 and a[-1] == 1:
         return (a, (*b, 1)) if len(b) == 1 else (a[:-1], b)
@@ -94,7 +94,7 @@ def _check_dense_shapes(target: tuple, output: tuple) -> None:
 def _check_broadcast(y_true: tuple, y_pred: tuple, op: str) -> None:
     """TF's shape inference on a traced ``y_true - y_pred`` (after Keras' rank matching): dimensions both shapes
     know must be equal or 1, else the ValueError a trace raises (a graph report naming the op's node)."""
-    y_true, y_pred = _matched_shapes(tuple(y_true), tuple(y_pred))
+    y_true, y_pred = matched_shapes(tuple(y_true), tuple(y_pred))
     for a, b in zip(reversed(y_true), reversed(y_pred)):
         if a is not None and b is not None and a != b and 1 not in (a, b):
             shapes = ", ".join("[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
@@ -340,9 +340,8 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         y_pred = asarray(y_pred)
         labels = self._labels(y_true, y_pred)
         logits = y_pred if self.from_logits else np.log(_clipped(y_pred))  # Keras: the log of clipped probabilities
-        shift = logits - logits.max(axis=-1, keepdims=True)
-        log_norm = np.log(np.exp(shift).sum(axis=-1))
-        return log_norm - np.take_along_axis(shift, labels[..., None], axis=-1)[..., 0]
+        shifted, log_norm = _log_sum_exp(logits, -1)
+        return (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
 
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
         y_pred = asarray(y_pred)
@@ -393,7 +392,7 @@ class _DenseCrossentropy(_Crossentropy):
         return self._elementwise(*self._targets(y_true, y_pred))
 
     def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
-        _check_dense_shapes(*_matched_shapes(tuple(y_true_shape), tuple(y_pred_shape)))
+        _check_dense_shapes(*matched_shapes(tuple(y_true_shape), tuple(y_pred_shape)))
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
         return self.per_example(*squeeze_or_expand_to_same_rank(like(asarray(y_true), asarray(y_pred)),
@@ -413,11 +412,15 @@ def _clipped(p: Any) -> Any:
     return np.clip(p, EPSILON, 1 - EPSILON)
 
 
+def _clip_passes(p: Any) -> Any:
+    """Where the gradient passes Keras' clip of ``p`` (its bounds included, as TF's minimum/maximum pass ties)."""
+    return (p >= p.dtype.type(EPSILON)) & (p <= p.dtype.type(1 - EPSILON))
+
+
 def _through_clipped_log(grad: Any, p: Any) -> Any:
     """The gradient w.r.t. ``log(clip(p))`` taken back to ``p`` as TF does: times the reciprocal, then zero where
-    the clip cut (its bounds included, as TF's minimum/maximum pass ties)."""
-    inside = (p >= p.dtype.type(EPSILON)) & (p <= p.dtype.type(1 - EPSILON))
-    return np.where(inside, grad * (1 / _clipped(p)), 0).astype(p.dtype, copy=False)
+    the clip cut."""
+    return np.where(_clip_passes(p), grad * (1 / _clipped(p)), 0).astype(p.dtype, copy=False)
 
 
 def _softmax(x: Any, axis: int) -> Any:
@@ -455,7 +458,7 @@ class BinaryCrossentropy(_DenseCrossentropy):
             return g * (_sigmoid(y_pred) - y_true)
         p = _clipped(y_pred)
         both = (-g * y_true) * (1 / p) + -((-g * (1 - y_true)) * (1 / (1 - p)))  # t*log(p) + (1-t)*log(1-p)
-        return np.where((y_pred >= y_pred.dtype.type(EPSILON)) & (y_pred <= y_pred.dtype.type(1 - EPSILON)), both, 0)
+        return np.where(_clip_passes(y_pred), both, 0)
 
 
 class CategoricalCrossentropy(_DenseCrossentropy):

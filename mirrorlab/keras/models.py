@@ -279,7 +279,9 @@ class Model:
         """Keras adds the regularization losses to the compiled loss with ``add_n``, which refuses an unreduced loss
         (reduction "none": per-example losses, of the outputs' rank less one, times the sample weights after Keras'
         rank matching: a column of weights makes them a column)."""
-        rank = _weighted_rank(output_shape[:-1], weight_shape)
+        rank = len(output_shape) - 1
+        if weight_shape is not None:
+            rank = max(map(len, losses_lib.matched_shapes(tuple(output_shape[:-1]), tuple(weight_shape))))
         if self.loss.reduction in (None, "none") and rank and any(layer._regularizers for layer in self.layers):
             raise ValueError(f"Shapes must be equal rank, but are {rank} and 0\nFix: give the compiled loss a "
                              "reduction (sum_over_batch_size, sum) when layers have regularizers.")
@@ -309,15 +311,15 @@ class Model:
             return True
         # Keras computes the metrics, then the loss, once on the first batch (a replica's share) to build them: their
         # shape errors show its shapes.
-        x_shape, y_shape = (tuple(self._strategy.experimental_local_results(v)[0].shape) for v in (x, y))
+        x_shape, y_shape, weight_shape = (
+            None if v is None else tuple(self._strategy.experimental_local_results(v)[0].shape) for v in (x, y, weight))
         shapes = (y_shape, self._output_shape(x_shape))
         if metrics_unbuilt:
             self._compile_metrics.check_shapes(*shapes)
         if loss_unbuilt:
             self._loss_built = True
             self.loss.check_shapes(*shapes)
-            self._check_penalties_add(shapes[1], None if weight is None else tuple(
-                self._strategy.experimental_local_results(weight)[0].shape))
+            self._check_penalties_add(shapes[1], weight_shape)
         return True
 
     def _output_shape(self, input_shape: tuple) -> tuple:
@@ -379,9 +381,9 @@ class Model:
         epoch (see ``EpochIterator``); without it every epoch iterates the whole dataset afresh. The model, its
         metrics and the optimizer are built from the first batch (``_build_from_first_batch``).
         ``validation_data`` (``(x, y)``, ``(x, y, sample_weight)`` or a dataset), or else the last
-        ``validation_split`` of the arrays (taken before shuffling), is evaluated after the epochs ``validation_freq`` picks (every n-th, or those listed, counting
-        from 1), on the first ``validation_steps`` batches of a fresh pass, as Keras 3 does; its results enter the
-        logs as ``val_<name>``."""
+        ``validation_split`` of the arrays (taken before shuffling), is evaluated after the epochs ``validation_freq``
+        picks (every n-th, or those listed, counting from 1), on the first ``validation_steps`` batches of a fresh
+        pass, as Keras 3 does; its results enter the logs as ``val_<name>``."""
         if self._optimizer is None:
             raise ValueError("You must call `compile()` before using the model.")
         if validation_split and validation_data is None:
@@ -517,15 +519,3 @@ class Sequential(Model):
         first = self._layers[0].input_shape
         if first is not None:
             self.build((None, *first))
-
-
-def _weighted_rank(loss_shape: tuple, weight_shape: tuple | None) -> int:
-    """The rank of per-example losses times sample weights, after Keras' ``squeeze_or_expand_to_same_rank``."""
-    if weight_shape is None:
-        return len(loss_shape)
-    losses, weights = len(loss_shape), len(weight_shape)
-    if losses == weights + 1 and loss_shape[-1] == 1:
-        losses, weights = (losses, weights + 1) if weights == 1 else (losses - 1, weights)
-    elif weights == losses + 1 and weight_shape[-1] == 1:
-        losses, weights = (losses + 1, weights) if losses == 1 else (losses, weights - 1)
-    return max(losses, weights)
