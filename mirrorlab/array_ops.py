@@ -21,7 +21,7 @@ from . import errors
 from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
 from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
-from .tensor import array_module, as_tensor, is_string
+from .tensor import array_module, as_tensor, is_string, truncating_divide
 
 __all__ = ["identity", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
            "reduce_any", "reduce_all", "zeros", "ones", "zeros_like", "ones_like", "fill", "range", "stack", "concat",
@@ -156,8 +156,7 @@ def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
             return xp.asarray(total / value.dtype.type(count)).astype(value.dtype)
     if not count:
         return xp.zeros_like(xp.asarray(total))
-    quotient = xp.abs(total.astype(np.int64)) // count
-    return xp.asarray(xp.where(total < 0, -quotient, quotient)).astype(value.dtype)
+    return truncating_divide(total, count)
 
 
 def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: bool) -> Any:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["as_tensor", "array_module", "is_cupy", "frozen", "dtype_name", "shape_of", "asarray", "to_host", "like",
-           "device_of", "IndexedSlices", "STRING", "is_string", "canonical", "encoded", "list_leaves"]
+           "device_of", "IndexedSlices", "STRING", "is_string", "canonical", "encoded", "list_leaves",
+           "truncating_divide"]
 
 NO_DEVICE = contextlib.nullcontext()  # reusable: variable updates on the NumPy path allocate nothing
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -83,6 +84,18 @@ def asarray(value: Any, dtype: Any = None) -> Any:
     if is_cupy(value):
         return value if dtype is None else value.astype(dtype, copy=False)
     return np.asarray(value, dtype)
+
+
+def truncating_divide(numer: Any, denom: Any) -> Any:
+    """Integers divided rounding toward zero, as C++ ``/`` and TF's integer kernels do (``-1 / 2 == 0``), in
+    ``numer``'s dtype (signed values divide as int64, so the most negative value's magnitude does not overflow)."""
+    xp = array_module(numer)
+    numer = xp.asarray(numer)
+    if numer.dtype.kind in "ub":
+        return (numer // denom).astype(numer.dtype)
+    wide, by = numer.astype(np.int64), xp.asarray(denom).astype(np.int64)
+    quotient = xp.abs(wide) // xp.abs(by)
+    return xp.where((wide < 0) != (by < 0), -quotient, quotient).astype(numer.dtype)
 
 
 def to_host(value: Any) -> Any:

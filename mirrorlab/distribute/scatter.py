@@ -11,7 +11,7 @@ import numpy as np
 from .. import errors
 from ..aggregation import ReduceOp
 from ..collective.group import tf_dtype, truediv_dtype
-from ..tensor import IndexedSlices, like, to_host
+from ..tensor import IndexedSlices, like, to_host, truncating_divide
 from .values import ReplicaValues
 
 if TYPE_CHECKING:
@@ -89,16 +89,10 @@ def scatter_rows(current: Any, kind: str, delta: IndexedSlices, dtype: np.dtype)
         result[indices] = values
     elif kind == "scatter_div" and dtype.kind in "iub":
         for index, value in zip(indices, values.astype(dtype, copy=False)):
-            result[index] = _truncating_divide(result[index], value)
+            result[index] = truncating_divide(result[index], value)  # TF's kernel divides as C++ does
     else:
         _UFUNCS[kind].at(result, indices, values.astype(dtype, copy=False))
     return like(result, current)
-
-
-def _truncating_divide(numer: np.ndarray, denom: np.ndarray) -> np.ndarray:
-    """Integer division rounding toward zero, as TF's ResourceScatterDiv kernel (C++ ``/``) does: ``-1 / 2 == 0``."""
-    quotient = np.abs(numer) // np.abs(denom)
-    return np.where((numer < 0) != (denom < 0), -quotient, quotient).astype(numer.dtype)
 
 
 def _check_collective_gather(values: Any) -> None:
