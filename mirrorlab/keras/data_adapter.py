@@ -48,7 +48,8 @@ def train_validation_split(arrays: tuple[Any, Any, Any], validation_split: float
     if unsplitable:
         raise ValueError("Argument `validation_split` is only supported for tensors or NumPy arrays."
                          f"Found incompatible type in the input: {unsplitable}")
-    present = [np.asarray(t) for t in arrays if t is not None]
+    parts = [None if t is None else np.asarray(t) for t in arrays]
+    present = [t for t in parts if t is not None]
     if not present:
         return arrays, arrays
     samples = int(present[0].shape[0])
@@ -57,7 +58,6 @@ def train_validation_split(arrays: tuple[Any, Any, Any], validation_split: float
         raise ValueError(f"Training data contains {samples} samples, which is not sufficient to split it into a "
                          f"validation and training set as specified by `validation_split={validation_split}`. "
                          "Either provide more data, or a different value for the `validation_split` argument.")
-    parts = [None if t is None else np.asarray(t) for t in arrays]
     train = tuple(None if t is None else t[0:split_at] for t in parts)
     validation = tuple(None if t is None else t[split_at:samples] for t in parts)
     return train, validation  # type: ignore[return-value]
