@@ -202,9 +202,6 @@ class Checkpoint:
         """``read``, then the save counter is created and takes its saved value (after the read, as TF's: a read
         that raises leaves the value for the counter made later); ``None`` restores nothing but still creates the
         counter, so a later ``write`` saves it, as TF's does."""
-        if save_path is None:
-            _ = self.save_counter
-            return InitializationOnlyStatus(self)
         try:
             status = self.read(save_path)
         except errors.NotFoundError as exc:

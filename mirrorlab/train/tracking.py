@@ -9,6 +9,7 @@ TF's does.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,16 +39,7 @@ def unescape_path(path: str) -> str:
 
 def _unescape(segment: str) -> str:
     """One escaped name, read left to right (``..`` is ``.``, ``.S`` is ``/``)."""
-    out, i = [], 0
-    while i < len(segment):
-        pair = segment[i:i + 2]
-        if pair in ("..", ".S"):
-            out.append("." if pair == ".." else "/")
-            i += 2
-        else:
-            out.append(segment[i])
-            i += 1
-    return "".join(out)
+    return re.sub(r"\.([.S])", lambda pair: "." if pair.group(1) == "." else "/", segment)
 
 
 def holds_no_state(value: Any) -> bool:
