@@ -114,9 +114,8 @@ def simulated(steps: int, devices: int = 8) -> float:
     return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
 
 
-def allreduce_1m(workers: int, devices: int, repeats: int = 3) -> list[float]:
-    """Wall seconds for ``workers x devices`` replicas to all-reduce 1M float32 each (first = cold)."""
-    size = 1 << 20
+def allreduce_1m(workers: int, devices: int, repeats: int = 3, size: int = 1 << 20) -> list[float]:
+    """Wall seconds for ``workers x devices`` replicas to all-reduce ``size`` (1M) float32 each (first = cold)."""
 
     def program() -> list[tuple[float, float]]:
         strategy = ml.MultiWorkerMirroredStrategy()
@@ -124,7 +123,7 @@ def allreduce_1m(workers: int, devices: int, repeats: int = 3) -> list[float]:
             lambda c: np.full(size, c.replica_id_in_sync_group % 7, np.float32))
         times = []
         for _ in range(repeats):
-            strategy.reduce("mean", 0.0, axis=None)  # line the workers up before timing
+            strategy.reduce("mean", ml.constant(0.0), axis=None)  # line the workers up before timing
             start = time.perf_counter()
             total = strategy.reduce("sum", values, axis=None)
             times.append((start, time.perf_counter()))
