@@ -12,6 +12,7 @@ computed outside these (NumPy functions) is a plain array: no gradient flows thr
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -22,12 +23,13 @@ from . import nest
 from .tensor import asarray, like, to_host
 
 __all__ = ["BINARY_GRADIENTS", "GradientTape", "Tracked", "add_n", "broadcast_back", "recording", "track",
-           "unbroadcast", "untracked", "watched", "with_gradient"]
+           "unbroadcast", "untracked", "watched", "watching", "with_gradient"]
 
 # A backward step: upstream gradient -> [(Tracked input or variable, its gradient), ...].
 Backward = Callable[[Any], list[tuple[Any, Any]]]
 
 _state = threading.local()
+log = logging.getLogger("mirrorlab")
 
 
 def recording() -> bool:
@@ -175,10 +177,18 @@ _PYTHON = (list, tuple, int, float)  # operands TF converts to the other operand
 
 
 def watched(value: Any) -> Any:
-    """``value``, or while a tape records here and it is a trainable float variable, a ``Tracked`` leaf whose
-    gradient goes to that variable (TF's tape watches the trainable variables a computation reads)."""
+    """``value``, or while a tape here watches it (a float variable, see ``watching``), a ``Tracked`` leaf whose
+    gradient goes to that variable."""
     leaf = getattr(value, "_tape_leaf", None)
     return leaf() if leaf is not None and recording() else value
+
+
+def watching(var: Any) -> bool:
+    """Whether a recording tape in this thread watches the variable ``var`` as it is read now: TF's tape watches
+    the trainable float variables a computation reads, and those given to ``watch`` (other dtypes are listed as
+    watched, but no gradient flows to them)."""
+    hits = [tape._watches(var) for tape in getattr(_state, "tapes", ())]  # every tape remembers its own reads
+    return any(hits) and np.dtype(var.dtype).kind in "fc"
 
 
 def _converted(va: Any, vb: Any) -> tuple[Any, Any]:
@@ -232,10 +242,15 @@ def add_n(inputs: Iterable[Any]) -> Any:
 
 class GradientTape:
     """Records, in this thread, how ``Tracked`` values are made; ``gradient`` differentiates a target.
-    (``watch_accessed_variables`` is accepted for TF's signature: the variables the tape follows are watched.)"""
+
+    As TF's tape it watches the trainable float variables read while it records (unless
+    ``watch_accessed_variables=False``) and the variables given to ``watch``; gradients of other sources are None.
+    """
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = persistent
+        self._watch_accessed = watch_accessed_variables
+        self._watched: dict[int, Any] = {}  # id -> variable
         self._used = False
 
     def __enter__(self) -> "GradientTape":
@@ -248,8 +263,34 @@ class GradientTape:
         _state.tapes.remove(self)
 
     def watch(self, tensor: Any) -> None:
-        """Accepted for TF compatibility: trainable float variables are watched whenever they are read on a tape;
-        mirrorlab's tensors are plain arrays, which cannot be watched (their gradient stays None)."""
+        """Watch the variables in the nest ``tensor`` (trainable or not), as TF does. Integer variables are ignored
+        with TF's warning. mirrorlab's tensors are plain arrays the tape cannot follow: watching one raises."""
+        for value in nest.flatten(tensor):
+            if isinstance(value, Tracked):
+                continue  # computed on this tape from watched variables: already followed
+            if getattr(value, "_tape_leaf", None) is None:
+                raise TypeError(
+                    f"GradientTape.watch got a {type(value).__name__}: mirrorlab's tape follows variables, not "
+                    "tensors (they are plain arrays).\nFix: hold the value in a variable (ml.Variable(x)) and "
+                    "differentiate with respect to that variable.")
+            if np.dtype(value.dtype).kind not in "fc":  # listed as watched, but no gradient flows (TF's warning)
+                log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r",
+                            np.dtype(value.dtype).name)
+            self._watched.setdefault(id(value), value)
+
+    def watched_variables(self) -> tuple[Any, ...]:
+        """The variables this tape watches, in the order they were created (as TF's ``watched_variables``)."""
+        return tuple(sorted(self._watched.values(), key=lambda var: var._serial))
+
+    def _watches(self, var: Any) -> bool:
+        """Whether this tape follows a read of ``var``: given to ``watch``, or a trainable one read while it
+        watches accessed variables (then it is remembered as watched)."""
+        if id(var) in self._watched:
+            return True
+        if self._watch_accessed and var.trainable:
+            self._watched[id(var)] = var
+            return True
+        return False
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
         """d(sum of ``target``)/d(each source), in the structure of ``sources`` (None where unconnected)."""
@@ -266,13 +307,18 @@ class GradientTape:
         if not isinstance(target, Tracked):  # a tensor not computed from watched variables: None each, as TF
             return nest.map_structure(lambda source: None, sources)
         seed = asarray(output_gradients) if output_gradients is not None else np.ones_like(target.value)
-        found = _backpropagate(target, like(seed, target.value))
-        return nest.map_structure(lambda source: found.get(id(source)), sources)
+        wanted = [source for source in nest.flatten(sources) if isinstance(source, Tracked)]
+        found = _backpropagate(target, like(seed, target.value), {id(source) for source in wanted})
+
+        def gradient_of(source: Any) -> Any:
+            followed = isinstance(source, Tracked) or id(source) in self._watched
+            return found.get(id(source)) if followed else None
+        return nest.map_structure(gradient_of, sources)
 
 
-def _backpropagate(target: Tracked, seed: Any) -> dict[int, Any]:
-    """Gradients of every variable reached from ``target``, keyed by ``id``: values in reverse topological
-    order, each one's gradient complete before its backward step runs."""
+def _backpropagate(target: Tracked, seed: Any, intermediates: set[int] = frozenset()) -> dict[int, Any]:
+    """Gradients of every variable reached from ``target`` and of the tracked values in ``intermediates``, keyed
+    by ``id``: values in reverse topological order, each one's gradient complete before its backward step runs."""
     order: list[Tracked] = []
     visited: set[int] = set()
     stack: list[tuple[Tracked, bool]] = [(target, False)]
@@ -292,6 +338,8 @@ def _backpropagate(target: Tracked, seed: Any) -> dict[int, Any]:
         g = grads.pop(id(node), None)
         if g is None:
             continue
+        if id(node) in intermediates:
+            found[id(node)] = g
         for source, partial in node._backward(g):
             key = id(source)
             store = grads if isinstance(source, Tracked) else found

@@ -76,6 +76,25 @@ def test_functions_without_a_gradient_give_plain_values_and_the_others_different
     assert tape.gradient(top, v).tolist() == [2.0, 0.0]
 
 
+def test_watch_names_variables_and_refuses_tensors_with_a_fix():
+    """A model's weights are watched only when asked (watch_accessed_variables=False), a watched variable's
+    gradient flows, and watching a plain tensor (which the tape cannot follow) says what to do instead."""
+    model = ml.keras.Sequential([ml.keras.Input((2,)), ml.keras.layers.Dense(1)])
+    x = np.ones((3, 2), np.float32)
+    with ml.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(model.trainable_variables[1])
+        loss = ml.reduce_sum(model(x))
+    assert tape.watched_variables() == (model.trainable_variables[1],)
+    kernel, bias = tape.gradient(loss, model.trainable_variables)
+    assert kernel is None and bias.tolist() == [3.0]
+    with ml.GradientTape() as tape:
+        loss = ml.reduce_sum(model(x))
+    assert [g.shape for g in tape.gradient(loss, model.trainable_variables)] == [(2, 1), (1,)]
+    assert len(tape.watched_variables()) == 2
+    with ml.GradientTape() as tape, pytest.raises(TypeError, match=r"follows variables, not tensors.*\nFix: hold "):
+        tape.watch(x)
+
+
 def test_custom_loop_with_variable_operators_trains_like_the_whole_batch_on_a_simulated_cluster():
     """``x @ w + b`` and ``** 2`` on mirrored variables inside strategy.run on 2 workers x 2 devices: each replica's tape
     follows the variables' own operators, the optimizer all-reduces, and every step equals full-batch gradient

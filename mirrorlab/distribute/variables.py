@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, ABCMeta, abstractmethod
 
+import itertools
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from .. import errors, nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
-from ..autodiff import Tracked, watched
+from ..autodiff import Tracked, watched, watching
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
 from ..dtypes import as_dtype
@@ -297,6 +298,7 @@ def _install_binary_ops() -> None:
     _ArrayLike.__hash__ = _unhashable  # type: ignore[method-assign]
 
 
+_CREATED = itertools.count()  # serial numbers of variables
 _DIFFERENTIABLE = ("add", "sub", "mul", "truediv", "pow", "matmul")
 
 
@@ -313,6 +315,9 @@ def _forward(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
     if leaf is not None:
         return getattr(leaf, f"__{name}__")(other if isinstance(other, _ArrayLike) else
                                             _operand(var, other, name, False))
+    other_leaf = _tape_leaf(other, name) if isinstance(other, _ArrayLike) else None
+    if other_leaf is not None:  # an unwatched variable with a watched one: the gradient flows to the other
+        return getattr(other_leaf, f"__r{name}__")(_new_tensor(var._read()))
     return _binary(op, name, var._read(), _operand(var, other, name, False))
 
 
@@ -396,6 +401,7 @@ class Variable(_Assignable, metaclass=_VariableMeta):
     def _init_common(self, value: Any, name: str | None, trainable: bool, synchronization: Any,
                      aggregation: Any, constraint: Any = None) -> None:
         self._value = value
+        self._serial = next(_CREATED)  # creation order (a tape lists its watched variables in it)
         self._constraint = constraint
         self._name = f"{name or 'Variable'}:0"
         self._trainable = trainable
@@ -424,8 +430,8 @@ class Variable(_Assignable, metaclass=_VariableMeta):
 
     def _tape_leaf(self) -> Any:
         """What a recording ``GradientTape`` reads (see ``autodiff.watched``): a ``Tracked`` leaf whose gradient
-        goes to this variable when it is trainable and holds floats, as TF's tape watches those; else itself."""
-        if self.trainable and self.dtype.kind in "fc":
+        goes to this variable when a tape watches it (``autodiff.watching``); else itself."""
+        if watching(self):
             return Tracked(_new_tensor(self._read()), lambda g: [(self, g)])
         return self
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..distribute import context
 from ..distribute.variables import Variable
 from ..tensor import array_module, asarray, like
-from ..autodiff import track
+from ..autodiff import track, watching
 from . import activations, initializers, regularizers
 
 __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer"]
@@ -58,6 +58,7 @@ class Layer(ABC):
         penalties = []
         for name, regularizer in self._regularizers.items():
             var = self._weights[name]
+            watching(var)  # a recording tape that watches reads remembers it
             w = var._read()
             penalties.append(track(regularizer(w), lambda g, var=var, w=w, r=regularizer: [(var, g * r.grad(w))]))
         return penalties

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient"]
+__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient", "tape_gradient", "watched_names"]
 
 OPS_EXPRESSIONS: list[str] = [
     'tf.identity(1.)',
@@ -209,6 +209,24 @@ OPS_EXPRESSIONS: list[str] = [
     "gradient(tf, 'tf.reduce_sum(v.numpy() * 2.)', [0.5, -2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.constant([1., 2.]))', [0.5, -2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.cast(v > 0., tf.float32) * v)', [0.5, -2.0])",
+    # what the tape watches: trainable variables read, those given to watch(), values computed on it
+    "tape_gradient(tf, 'y = n * w', 'w')",
+    "tape_gradient(tf, 'y = n * w', 'n')",
+    "tape_gradient(tf, 'y = w / n', 'w')",
+    "tape_gradient(tf, 'y = n - w', 'w')",
+    "tape_gradient(tf, 'tape.watch(n); y = n * w', 'n')",
+    "tape_gradient(tf, 'tape.watch([n]); y = n ** 2.', 'n')",
+    "tape_gradient(tf, 'tape.watch(i); y = i * 2', 'i')",
+    "tape_gradient(tf, 'y = tf.reduce_sum(v * w)', 'v', False)",
+    "tape_gradient(tf, 'tape.watch(v); y = tf.reduce_sum(v * w)', 'v', False)",
+    "tape_gradient(tf, 'tape.watch(v); y = tf.reduce_sum(v * w)', 'w', False)",
+    "tape_gradient(tf, 'h = v * 2.; y = tf.reduce_sum(h * h)', 'h')",
+    "tape_gradient(tf, 'h = v * 2.; tape.watch(h); y = tf.reduce_sum(h * h)', 'h')",
+    "tape_gradient(tf, 'y = tf.reduce_sum(v * w)', 'y')",
+    "watched_names(tf, 'y = v * w + n')",
+    "watched_names(tf, 'y = w * v; z = v * 2.')",
+    "watched_names(tf, 'y = tf.reduce_sum(v * w); tape.watch(n)', False)",
+    "watched_names(tf, 'tape.watch([w, n]); tape.watch(v); y = i * 2')",
 ]
 
 
@@ -221,6 +239,28 @@ def gradient(tf: Any, expression: str, value: Any) -> Any:
     if hasattr(grad, "indices"):  # TF's IndexedSlices (a gathered variable's gradient): mirrorlab's is dense
         grad = tf.convert_to_tensor(grad)
     return "None" if grad is None else grad
+
+
+def _recorded(tf: Any, body: str, watch_accessed_variables: bool) -> tuple[Any, dict[str, Any]]:
+    """A tape that ran ``body`` (statements over ``tape`` and variables: trainable float32 ``v`` = [0.5, -2.0] and
+    ``w`` = 3.0, non-trainable ``n`` = 4.0, int32 ``i`` = 2), and the names ``body`` left defined."""
+    names = {"tf": tf, "np": np, "v": tf.Variable([0.5, -2.0], name="v"), "w": tf.Variable(3.0, name="w"),
+             "n": tf.Variable(4.0, trainable=False, name="n"), "i": tf.Variable(2, name="i")}
+    with tf.GradientTape(watch_accessed_variables=watch_accessed_variables, persistent=True) as tape:
+        exec(body, {**names, "tape": tape}, names)  # noqa: S102 (the fixed statements above)
+    return tape, names
+
+
+def tape_gradient(tf: Any, body: str, source: str, watch_accessed_variables: bool = True) -> Any:
+    """The gradient of ``y`` with respect to ``source`` after ``body`` (see ``_recorded``)."""
+    tape, names = _recorded(tf, body, watch_accessed_variables)
+    grad = tape.gradient(names["y"], names[source])
+    return "None" if grad is None else grad
+
+
+def watched_names(tf: Any, body: str, watch_accessed_variables: bool = True) -> list[str]:
+    """The names of the variables the tape watched while running ``body`` (see ``_recorded``), in its order."""
+    return [var.name for var in _recorded(tf, body, watch_accessed_variables)[0].watched_variables()]
 
 
 def _normalize(value: Any) -> Any:
@@ -241,7 +281,8 @@ def evaluate(tf: Any, expression: str) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _normalize(eval(expression, {"tf": tf, "np": np, "gradient": gradient}))  # noqa: S307 (the fixed expressions above)
+            helpers = {"gradient": gradient, "tape_gradient": tape_gradient, "watched_names": watched_names}
+            return _normalize(eval(expression, {"tf": tf, "np": np, **helpers}))  # noqa: S307 (the fixed expressions above)
     except Exception as error:  # noqa: BLE001 (errors are results here)
         message = str(error).splitlines()[0] if str(error) else ""
         return {"error": type(error).__name__, "message": re.sub(r"\{\{function_node [^}]*\}\} ", "", message)}
