@@ -514,3 +514,19 @@ def test_fit_warns_that_shuffle_does_not_apply_to_a_dataset_as_keras(shuffle, wa
     assert [str(w.message) for w in caught] == warns * [
         "`shuffle=True` was passed, but will be ignored since the data `x` was provided as a tf.data.Dataset. The "
         "Dataset is expected to already be shuffled (via `.shuffle(buffer_size)`)."]
+
+
+def test_automatic_names_count_per_worker_process_as_on_real_workers():
+    """Each real worker is its own process, so each names its first Dense ``dense``: simulated workers (threads of one
+    process) count on their own too, and ``clear_session`` starts again."""
+    def program():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1), keras.layers.Dense(1)])
+        names = [layer.name for layer in model.layers]
+        keras.backend.clear_session()
+        return names, keras.layers.Dense(1).name, keras.optimizers.RMSprop().name
+
+    outside = keras.layers.Dense(1).name  # the test process counts apart from the simulated workers
+    assert SimCluster(workers=2, devices_per_worker=1, seed=4).run(program).values() == [
+        (["dense", "dense_1"], "dense", "rm_sprop")] * 2
+    keras.backend.clear_session()
+    assert outside.startswith("dense") and keras.layers.Dense(1).name == "dense"

@@ -2,11 +2,11 @@
 BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy (CuPy on GPUs)."""
 
 
-from . import activations, callbacks, datasets, initializers, layers, losses, metrics, optimizers, regularizers
+from . import activations, backend, callbacks, datasets, initializers, layers, losses, metrics, optimizers, regularizers
 from ..distribute.variables import Variable
 from .layers import Input
 from .models import Model, Sequential
 
 
-__all__ = ["Input", "Model", "Variable", "Sequential", "activations", "callbacks", "datasets", "initializers", "layers", "losses", "metrics",
+__all__ = ["Input", "Model", "Variable", "Sequential", "activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses", "metrics",
            "optimizers", "regularizers"]

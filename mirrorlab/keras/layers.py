@@ -19,6 +19,7 @@ from ..distribute.variables import Variable
 from ..tensor import array_module, asarray, like
 from ..autodiff import track, watching
 from . import activations, initializers, regularizers
+from .naming import auto_name
 
 __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer"]
 
@@ -26,12 +27,9 @@ __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Drop
 class Layer(ABC):
     """Base layer: weights are mirrorlab Variables created by ``build`` (in the active strategy scope)."""
 
-    _count = 0
-
     def __init__(self, name: str | None = None, input_shape: tuple | None = None, input_dim: int | None = None,
                  dtype: Any = "float32") -> None:
-        Layer._count += 1
-        self.name = name or f"{type(self).__name__.lower()}_{Layer._count}"
+        self.name = name or auto_name(type(self).__name__)
         self.dtype = np.dtype(dtype)
         if input_dim is not None and input_shape is None:
             input_shape = (input_dim,)

@@ -31,6 +31,7 @@ from .compile_metrics import CompileMetrics
 from .data_adapter import as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer
+from .naming import auto_name
 
 __all__ = ["Model", "Sequential"]
 
@@ -39,7 +40,7 @@ class Model:
     """A stack of layers trained with explicit backward passes; remembers the strategy it was built in."""
 
     def __init__(self, name: str | None = None) -> None:
-        self.name = name or type(self).__name__.lower()
+        self.name = name or auto_name(type(self).__name__)
         self._layers: list[Layer] = []  # as added, an InputLayer included
         # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None

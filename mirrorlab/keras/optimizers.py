@@ -20,6 +20,7 @@ from ..distribute.variables import Variable
 from ..tensor import asarray, like
 from ..train.checkpoint import restore_on_create
 
+from .naming import auto_name
 from .registry import lookup
 
 __all__ = ["Optimizer", "SGD", "Adam", "RMSprop", "get"]
@@ -44,7 +45,7 @@ class Optimizer(ABC):
         if sum(value is not None for value in clips.values()) > 1:
             raise ValueError("Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set. Received: "
                              + ", ".join(f"{key}={value}" for key, value in clips.items()))
-        self.name = name or type(self).__name__.lower()
+        self.name = name or auto_name(type(self).__name__)
         self.weight_decay, self.clipnorm, self.clipvalue, self.global_clipnorm = \
             weight_decay, clipnorm, clipvalue, global_clipnorm
         self.iterations = Variable(np.int64(0), name=f"{self.name}/iteration", trainable=False,
@@ -80,8 +81,9 @@ class Optimizer(ABC):
         self._index = {id(v): i for i, v in enumerate(var_list)}
         self._var_list = var_list
 
-        def zeros(v: Variable, slot: str) -> Variable:
-            return Variable(like(np.zeros(v.shape, v.dtype), v._read()), name=f"{self.name}/{slot}/{v.name}",
+        def zeros(v: Variable, slot: str) -> Variable:  # named as Keras 3's: sgd/dense_kernel_momentum
+            weight = v.name.removesuffix(":0").replace("/", "_")
+            return Variable(like(np.zeros(v.shape, v.dtype), v._read()), name=f"{self.name}/{weight}_{slot}",
                             trainable=False)
         for slot in (*self.slot_names, *self.extra_slot_names):
             self._slots[slot] = [zeros(v, slot) for v in var_list]

@@ -62,7 +62,16 @@ class WorkerRuntime:
 
 
 class Environment(ABC):
-    """Builds worker runtimes: a plain process, a simulated worker, or a real backend process."""
+    """Builds worker runtimes: a plain process, a simulated worker, or a real backend process.
+
+    ``process_state`` holds what a real worker keeps once per process (e.g. Keras' automatic name counters), so
+    simulated workers sharing one process each keep their own."""
+
+    @property
+    def process_state(self) -> dict:
+        if not hasattr(self, "_process_state"):
+            self._process_state: dict = {}
+        return self._process_state
 
     @abstractmethod
     def local_runtime(self, devices: Sequence[str]) -> WorkerRuntime:

@@ -1859,3 +1859,24 @@ def unreduced_weighted_loss_beside_a_regularizer(env: KerasEnv) -> Result:
         out[name] = attempt(lambda arrays=arrays, model=model: _history(model.fit(
             data.Dataset.from_tensor_slices(arrays).batch(4), verbose=0)))
     return out
+
+
+@case
+def automatic_names(env: KerasEnv) -> Result:
+    """Keras 3's automatic names after ``clear_session``: snake case of the class, numbered per name (dense,
+    dense_1, ...), for layers, models and optimizers; a default-named layer's input error names it."""
+    k = env.keras
+    k.backend.clear_session()
+    layers = k.layers
+    first = k.Sequential([k.Input((4,)), layers.Dense(3, activation="relu"), layers.Dropout(0.1), layers.Dense(2),
+                          layers.Activation("softmax")])
+    second = k.Sequential([k.Input((2, 2, 1)), layers.Conv2D(1, 2), layers.Flatten(), layers.Reshape((1,)),
+                           layers.Dense(1, name="named"), layers.Dense(1)])
+    optimizers = [k.optimizers.SGD(), k.optimizers.Adam(), k.optimizers.RMSprop(), k.optimizers.SGD(name="mine"),
+                  k.optimizers.SGD()]
+    return {
+        "models": [first.name, second.name, k.Sequential(name="custom").name, k.Sequential().name],
+        "layers": [layer.name for layer in first.layers + second.layers],
+        "optimizers": [optimizer.name for optimizer in optimizers],
+        "input_error": attempt(lambda: first(np.zeros((1, 5), np.float32))),
+    }

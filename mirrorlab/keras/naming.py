@@ -1,0 +1,42 @@
+"""Keras 3's automatic object names: the class name in snake case, made unique per name (``dense``,
+``dense_1``, ...) within one worker process (each simulated worker counts on its own);
+``clear_session`` starts the counts again."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import defaultdict
+
+from ..runtime import current_environment
+
+__all__ = ["auto_name", "clear_session", "to_snake_case"]
+
+_lock = threading.Lock()
+
+
+def to_snake_case(name: str) -> str:
+    """``RMSprop`` -> ``rm_sprop``, ``Conv2D`` -> ``conv2d``, ``InputLayer`` -> ``input_layer`` (Keras' rule)."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _counts() -> defaultdict:
+    return current_environment().process_state.setdefault("keras_name_uids", defaultdict(int))
+
+
+def auto_name(class_name: str) -> str:
+    """The next unused automatic name for an object of ``class_name``."""
+    name = to_snake_case(class_name)
+    with _lock:
+        counts = _counts()
+        unique = f"{name}_{counts[name]}" if counts[name] else name
+        counts[name] += 1
+    return unique
+
+
+def clear_session() -> None:
+    """Forget the names given so far (``keras.backend.clear_session``): the next Dense is ``dense`` again."""
+    with _lock:
+        _counts().clear()
