@@ -25,6 +25,7 @@ from .communication import CollectiveCommunication, CommunicationImplementation,
 from .data import TensorSpec
 from .function import function
 from .module import Module
+from .name_scope import name_scope
 from .tensor import IndexedSlices
 from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
                          MultiWorkerMirroredStrategy, PerReplica, ReplicaContext, Strategy, StrategyExtended,
@@ -37,6 +38,6 @@ __all__ = [
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",
     "SyncOnReadVariable", "ValueContext", "Variable", "get_replica_context",
-    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "Module", "TensorSpec", "IndexedSlices", "GradientTape", "add_n",
+    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "Module", "name_scope", "TensorSpec", "IndexedSlices", "GradientTape", "add_n",
     "__version__",
 ]

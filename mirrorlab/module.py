@@ -7,12 +7,14 @@ Checkpoints track every attribute that holds state, private ones included (TF's 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import nest
 from .distribute.variables import Variable
+from .name_scope import name_scope
 
 __all__ = ["Module"]
 
@@ -32,11 +34,27 @@ class Module:
             raise ValueError(f"{name!r} is not a valid module name. Module names must be valid Python identifiers "
                              "(e.g. a valid class name).")
         self._name = name
+        with name_scope(name) as scope:  # inside the scope open now, as TF's
+            self._scope_name = scope
 
     @property
     def name(self) -> str:
         """The module's name (its class name in snake case unless given)."""
         return self._name
+
+    @property
+    def name_scope(self) -> name_scope:
+        """The module's scope (``with self.name_scope:`` names variables ``module/...``)."""
+        return name_scope(self._scope_name)
+
+    @classmethod
+    def with_name_scope(cls, method: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorate a method to run inside its module's ``name_scope`` (TF's ``Module.with_name_scope``)."""
+        @functools.wraps(method)
+        def in_scope(self: Module, *args: Any, **kwargs: Any) -> Any:
+            with self.name_scope:
+                return method(self, *args, **kwargs)
+        return in_scope
 
     @property
     def variables(self) -> tuple[Variable, ...]:

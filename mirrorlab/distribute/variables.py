@@ -22,6 +22,7 @@ from ..autodiff import Tracked, watched, watching
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
 from ..dtypes import as_dtype
+from ..name_scope import current_scope
 from ..tensor import (STRING, as_tensor, canonical, device_of, dtype_name, frozen, is_cupy, is_string, like,
                       to_host)
 from . import context
@@ -403,7 +404,7 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         self._value = value
         self._serial = next(_CREATED)  # creation order (a tape lists its watched variables in it)
         self._constraint = constraint
-        self._name = f"{name or 'Variable'}:0"
+        self._name = f"{current_scope()}{name or 'Variable'}:0"
         self._trainable = trainable
         self._synchronization = synchronization
         self._aggregation = aggregation

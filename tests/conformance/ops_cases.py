@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient", "tape_gradient", "watched_names"]
+__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient", "scoped_names", "tape_gradient", "watched_names"]
 
 OPS_EXPRESSIONS: list[str] = [
     'tf.identity(1.)',
@@ -227,6 +227,18 @@ OPS_EXPRESSIONS: list[str] = [
     "watched_names(tf, 'y = w * v; z = v * 2.')",
     "watched_names(tf, 'y = tf.reduce_sum(v * w); tape.watch(n)', False)",
     "watched_names(tf, 'tape.watch([w, n]); tape.watch(v); y = i * 2')",
+    # name scopes: the prefix of variable names (eager rules), and tf.Module's scope
+    "scoped_names(tf, 'with tf.name_scope(\"s\"): a = tf.Variable(1., name=\"w\"); b = tf.Variable(2.)')",
+    "scoped_names(tf, 'with tf.name_scope(\"s\"):\\n with tf.name_scope(\"t\"): a = tf.Variable(1.)\\n "
+    "with tf.name_scope(\"s\"): b = tf.Variable(1.)')",
+    "scoped_names(tf, 'with tf.name_scope(\"s/\"): a = tf.Variable(1.)\\nwith tf.name_scope(\"s\"):\\n "
+    "with tf.name_scope(\"\"): b = tf.Variable(1.)\\n with tf.name_scope(\"/x/\"): c = tf.Variable(1.)')",
+    "scoped_names(tf, 'with tf.name_scope(\"q\") as a: pass\\nb = tf.name_scope(\"q\").name')",
+    "scoped_names(tf, 'with tf.name_scope(None): pass')",
+    "scoped_names(tf, 'with tf.name_scope(\"o\"): a = Dense()\\nb = Dense(name=\"d2\"); c = b.name_scope.name\\n"
+    "b(1.); d = a.w; e = a.name_scope.name; f = b.k')",
+    "scoped_names(tf, 'a = Dense(); b = Dense(); a(1.); c = a.k; d = b.w; e = b.name_scope.name')",
+    "scoped_names(tf, 'a = Dense(name=\"bad name\")')",
 ]
 
 
@@ -263,6 +275,25 @@ def watched_names(tf: Any, body: str, watch_accessed_variables: bool = True) -> 
     return [var.name for var in _recorded(tf, body, watch_accessed_variables)[0].watched_variables()]
 
 
+def scoped_names(tf: Any, body: str) -> list[str]:
+    """What ``body`` defined under one-letter names, in name order: a variable's name, a string as it is. ``Dense``
+    is a ``tf.Module`` creating variable ``w`` in its scope and variable ``k`` in a ``with_name_scope`` call."""
+    class Dense(tf.Module):
+        def __init__(self, name: str | None = None) -> None:
+            super().__init__(name=name)
+            with self.name_scope:
+                self.w = tf.Variable(1.0, name="w")
+
+        @tf.Module.with_name_scope
+        def __call__(self, x: Any) -> Any:
+            self.k = tf.Variable(2.0, name="k")
+            return x
+    names: dict[str, Any] = {}
+    exec(body, {"tf": tf, "Dense": Dense}, names)  # noqa: S102 (the fixed statements above)
+    return [value if isinstance(value, str) else value.name for key, value in sorted(names.items())
+            if len(key) == 1 and (isinstance(value, str) or hasattr(value, "dtype"))]
+
+
 def _normalize(value: Any) -> Any:
     if hasattr(value, "numpy") and not isinstance(value, type):
         value = value.numpy()
@@ -281,7 +312,8 @@ def evaluate(tf: Any, expression: str) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            helpers = {"gradient": gradient, "tape_gradient": tape_gradient, "watched_names": watched_names}
+            helpers = {"gradient": gradient, "tape_gradient": tape_gradient, "watched_names": watched_names,
+                       "scoped_names": scoped_names}
             return _normalize(eval(expression, {"tf": tf, "np": np, **helpers}))  # noqa: S307 (the fixed expressions above)
     except Exception as error:  # noqa: BLE001 (errors are results here)
         message = str(error).splitlines()[0] if str(error) else ""
