@@ -530,3 +530,32 @@ def test_automatic_names_count_per_worker_process_as_on_real_workers():
         (["dense", "dense_1"], "dense", "rm_sprop")] * 2
     keras.backend.clear_session()
     assert outside.startswith("dense") and keras.layers.Dense(1).name == "dense"
+
+
+def test_a_pooling_cnn_trains_on_a_cluster_as_on_one_device():
+    """The CNN of TF's "Distributed training with Keras" tutorial (Conv2D, MaxPooling2D, Flatten, Dense), shrunk:
+    fit on 2 workers x 2 devices ends with the weights of fit on one device, and the loss falls."""
+    rng = np.random.default_rng(5)
+    images = rng.random((32, 6, 6, 1)).astype(np.float32)
+    labels = (images[:, :3].mean(axis=(1, 2, 3)) > images[:, 3:].mean(axis=(1, 2, 3))).astype(np.int64)
+
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = keras.Sequential([
+                keras.Input((6, 6, 1)),
+                keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(3)),
+                keras.layers.MaxPooling2D(), keras.layers.Flatten(),
+                keras.layers.Dense(2, kernel_initializer=keras.initializers.GlorotUniform(4))])
+            model.compile(optimizer=keras.optimizers.SGD(0.5),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(md.Dataset.from_tensor_slices((images, labels)).batch(8), epochs=4, verbose=0)
+        return model.get_weights(), history.history["loss"]
+
+    single = SimCluster(workers=1).run(program).values()[0]
+    for weights, losses in SimCluster(workers=2, devices_per_worker=2, seed=1).run(program).values():
+        for a, b in zip(weights, single[0]):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(losses, single[1], rtol=1e-4)
+    assert single[1][-1] < single[1][0]
+    assert keras.layers.MaxPooling2D(7)(images[:1]).shape == (1, 0, 0, 1)  # a direct call: empty, as Keras'

@@ -21,7 +21,8 @@ from ..autodiff import track, watching
 from . import activations, initializers, regularizers
 from .naming import auto_name
 
-__all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer"]
+__all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer",
+           "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D"]
 
 
 class Layer(ABC):
@@ -331,6 +332,16 @@ def _noise_shape(noise_shape: Any) -> tuple | None:
     return noise_shape
 
 
+def window_geometry(size: int, window: int, stride: int, padding: str) -> tuple[int, int, int]:
+    """Along one dimension of ``size``: the number of windows and the padding before and after them, as TF
+    places them ("valid": none, windows that fit; "same": ceil(size / stride) windows, the odd pad after)."""
+    if padding == "valid":
+        return max((size - window) // stride + 1, 0), 0, 0
+    count = -(-size // stride)
+    pad = max((count - 1) * stride + window - size, 0)
+    return count, pad // 2, pad - pad // 2
+
+
 def _pair(value: int | tuple) -> tuple[int, int]:
     return (int(value), int(value)) if np.isscalar(value) else (int(value[0]), int(value[1]))
 
@@ -357,12 +368,9 @@ class Conv2D(_KernelBias):
 
     def _geometry(self, height: int, width: int) -> tuple[int, int, int, int, int, int]:
         """Output size and padding (top, bottom, left, right) like TF."""
-        (kh, kw), (sh, sw) = self.kernel_size, self.strides
-        if self.padding == "valid":
-            return (height - kh) // sh + 1, (width - kw) // sw + 1, 0, 0, 0, 0
-        oh, ow = -(-height // sh), -(-width // sw)
-        ph, pw = max((oh - 1) * sh + kh - height, 0), max((ow - 1) * sw + kw - width, 0)
-        return oh, ow, ph // 2, ph - ph // 2, pw // 2, pw - pw // 2
+        (oh, top, bottom), (ow, left, right) = (window_geometry(size, k, s, self.padding) for size, k, s in
+                                                zip((height, width), self.kernel_size, self.strides))
+        return oh, ow, top, bottom, left, right
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         oh, ow = self._geometry(input_shape[1], input_shape[2])[:2]
@@ -398,3 +406,6 @@ class Conv2D(_KernelBias):
                 dpadded[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :] += dcols[:, :, :, i, j, :]
         _, _, top, _, left, _ = self._geometry(x_shape[1], x_shape[2])
         return dpadded[:, top:top + x_shape[1], left:left + x_shape[2], :], grads
+
+
+from .pooling import AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, MaxPooling2D  # noqa: E402 (they build on Layer)

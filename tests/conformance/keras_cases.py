@@ -1880,3 +1880,52 @@ def automatic_names(env: KerasEnv) -> Result:
         "optimizers": [optimizer.name for optimizer in optimizers],
         "input_error": attempt(lambda: first(np.zeros((1, 5), np.float32))),
     }
+
+
+@case
+def pooling_layers(env: KerasEnv) -> Result:
+    """Max and average pooling (valid and same padding, strides, NCHW) and the global poolings after a 1x1
+    convolution: outputs, shapes and the convolution kernel's gradient (ties: a max goes to the first largest
+    element of its window), and Keras' argument and input errors."""
+    k, tf = env.keras, env.tf
+    L = k.layers
+    image = np.array([[1, 3, 3, 0, 2], [2, 3, 1, 1, 2], [0, 0, 4, 4, 1], [5, 1, 4, 2, 2], [1, 1, 0, 3, 3]], np.float32)
+    x = np.stack([image, -image[::-1]], axis=-1)[None].repeat(2, axis=0) * np.array([1, 2], np.float32)[:, None,
+                                                                                                          None, None]
+
+    def run(make: Callable[[], Any], channels_first: bool = False) -> Result:
+        inputs = x.transpose(0, 3, 1, 2) if channels_first else x
+        pool = make()
+        if channels_first:  # (no convolution: only its output is compared)
+            model = k.Sequential([k.Input(inputs.shape[1:]), pool, L.Flatten()])
+        else:
+            model = k.Sequential([k.Input(inputs.shape[1:]), L.Conv2D(2, 1, use_bias=False), pool, L.Flatten()])
+            model.set_weights([np.array([[[[1.0, 0.5], [0.0, 1.0]]]], np.float32)])
+        with tf.GradientTape() as tape:
+            out = model(inputs)
+            loss = tf.reduce_sum(out * (np.arange(int(np.prod(out.shape[1:])), dtype=np.float32) + 1))
+        return {"output": out, "shape": list(pool.compute_output_shape((None, *inputs.shape[1:]))),
+                "gradient": tape.gradient(loss, model.trainable_variables) if not channels_first else None}
+    layers = {
+        "max": lambda: L.MaxPooling2D(), "max_3_stride_1": lambda: L.MaxPooling2D(3, strides=1),
+        "max_same": lambda: L.MaxPooling2D(2, padding="same"),
+        "max_2x3_same": lambda: L.MaxPooling2D((2, 3), strides=(1, 2), padding="SAME"),
+        "average": lambda: L.AveragePooling2D(2), "average_same": lambda: L.AveragePooling2D(2, padding="same"),
+        "average_3_same": lambda: L.AveragePooling2D(3, strides=2, padding="same"),
+        "global_average": lambda: L.GlobalAveragePooling2D(), "global_max": lambda: L.GlobalMaxPooling2D(),
+        "global_average_kept": lambda: L.GlobalAveragePooling2D(keepdims=True),
+        "too_large": lambda: L.MaxPooling2D(6),
+    }
+    out: Result = {name: attempt(lambda make=make: run(make)) for name, make in layers.items()}
+    out["max_channels_first"] = attempt(lambda: run(lambda: L.MaxPooling2D(data_format="channels_first"), True))
+    out["average_channels_first"] = attempt(lambda: run(lambda: L.AveragePooling2D(
+        2, strides=1, padding="same", data_format="channels_first"), True))
+    out["errors"] = {
+        "pool_size_zero": attempt(lambda: L.MaxPooling2D(0)),
+        "pool_size_three": attempt(lambda: L.MaxPooling2D((2, 2, 2))),
+        "pool_size_float": attempt(lambda: L.MaxPooling2D(2.5)),
+        "data_format": attempt(lambda: L.MaxPooling2D(data_format="nhwc")),
+        "rank_3": attempt(lambda: L.MaxPooling2D()(np.zeros((2, 3, 3), np.float32))),
+        "global_rank_3": attempt(lambda: L.GlobalMaxPooling2D()(np.zeros((2, 3, 3), np.float32))),
+    }
+    return out
