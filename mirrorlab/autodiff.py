@@ -263,8 +263,9 @@ class GradientTape:
         _state.tapes.remove(self)
 
     def watch(self, tensor: Any) -> None:
-        """Watch the variables in the nest ``tensor`` (trainable or not), as TF does. Integer variables are ignored
-        with TF's warning. mirrorlab's tensors are plain arrays the tape cannot follow: watching one raises."""
+        """Watch the variables in the nest ``tensor`` (trainable or not), as TF does; integer ones are listed as
+        watched, with TF's warning, but get no gradient. mirrorlab's tensors are plain arrays the tape cannot follow:
+        watching one raises."""
         for value in nest.flatten(tensor):
             if isinstance(value, Tracked):
                 continue  # computed on this tape from watched variables: already followed
@@ -307,8 +308,8 @@ class GradientTape:
         if not isinstance(target, Tracked):  # a tensor not computed from watched variables: None each, as TF
             return nest.map_structure(lambda source: None, sources)
         seed = asarray(output_gradients) if output_gradients is not None else np.ones_like(target.value)
-        wanted = [source for source in nest.flatten(sources) if isinstance(source, Tracked)]
-        found = _backpropagate(target, like(seed, target.value), {id(source) for source in wanted})
+        wanted = {id(source) for source in nest.flatten(sources) if isinstance(source, Tracked)}
+        found = _backpropagate(target, like(seed, target.value), wanted)
 
         def gradient_of(source: Any) -> Any:
             followed = isinstance(source, Tracked) or id(source) in self._watched
