@@ -107,6 +107,7 @@ class ThreadPool(ReplicaPool):
                 self._outcomes[k] = (True, task())
             except BaseException as exc:  # delivered to the caller of run(), which re-raises it
                 self._outcomes[k] = (False, exc)
+            del task  # an idle thread must not keep the replica function (and so its strategy) alive
             self._pass_baton()
 
     def sync(self, local_id: int, request: SyncRequest) -> Any:
@@ -141,14 +142,13 @@ class ThreadPool(ReplicaPool):
     def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
         if self._closed:
             raise RuntimeError("this strategy's replica threads were shut down; create a new strategy")
-        for k in range(self.size):
-            self._outcomes[k] = None
         self._start_stretch(dict(enumerate(fns)))
         self._finished.get()
         return self._results()
 
     def _results(self) -> list[Any]:
         outcomes = [o for o in self._outcomes if o is not None]
+        self._outcomes = [None] * self.size  # a failure's traceback must not keep the strategy alive
         failures = [exc for ok, exc in outcomes if not ok]
         if failures:
             # A crash beats a user error, which beats the cancellations it caused in other replicas.
