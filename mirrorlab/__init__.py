@@ -9,12 +9,15 @@ The names follow ``tf.distribute`` so TF users feel at home::
         w = ml.Variable(np.zeros(4, np.float32))
 """
 
-from . import cluster, data, dtypes, errors, io, keras, math, nest, nn, train
+from . import cluster, data, dtypes, errors, io, keras, linalg, math, nest, nn, train
 from .array_ops import (abs, add, argmax, argmin, cast, clip_by_value, concat, divide, equal, exp, expand_dims, fill,
                         gather, greater, greater_equal, identity, less, less_equal, log, matmul, maximum, minimum,
                         multiply, negative, not_equal, one_hot, ones, ones_like, range, rank, reduce_all, reduce_any,
                         reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, reshape, shape, sigmoid, size,
-                        sqrt, square, squeeze, stack, subtract, tanh, transpose, truediv, where, zeros, zeros_like)
+                        sqrt, square, squeeze, stack, stop_gradient, subtract, tanh, transpose, truediv, where, zeros,
+                        zeros_like)
+from .clip_ops import clip_by_global_norm, clip_by_norm
+from .tensor_conversion import convert_to_tensor, is_tensor
 from .dtypes import (bool, complex64, complex128, float16, float32, float64, int8, int16, int32, int64, string,
                      uint8, uint16, uint32, uint64)
 from ._version import __version__
@@ -33,7 +36,7 @@ from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStra
 
 
 __all__ = [
-    "cluster", "data", "dtypes", "errors", "io", "keras", "nest", "nn", "train", "constant", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
+    "cluster", "data", "dtypes", "errors", "io", "keras", "linalg", "nest", "nn", "train", "constant", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
     "VariableSynchronization", "CollectiveCommunication", "CommunicationImplementation", "CommunicationOptions",
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",

@@ -6,7 +6,8 @@ operand to the first one's dtype, as TF's kernels see them. On a recording ``Gra
 (identity, cast between floats, reshape, expand_dims, squeeze, transpose, reduce_sum/mean/max/min/prod, stack,
 concat, gather, where, maximum/minimum, clip_by_value, add/subtract/multiply/divide, negative, square, sqrt, exp,
 log, abs, sigmoid, tanh, relu, matmul) follow ``Tracked`` values and trainable variables with TF's gradients, as
-TF's tape watches them; comparisons, argmax, integer casts and shapes have no gradient in TF and give plain values.
+TF's tape watches them; comparisons, argmax, integer casts and shapes have no gradient in TF and give plain values,
+nor does ``stop_gradient``'s result.
 """
 
 from __future__ import annotations
@@ -22,19 +23,20 @@ from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watc
 from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
 from .tensor import array_module, as_tensor, is_string, truncating_divide
+from .tensor_conversion import convert_to_tensor
 
-__all__ = ["identity", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-           "reduce_any", "reduce_all", "zeros", "ones", "zeros_like", "ones_like", "fill", "range", "stack", "concat",
-           "shape", "size", "rank", "square", "sqrt", "exp", "log", "abs", "sigmoid", "tanh", "negative", "relu",
-           "add", "subtract", "multiply", "divide", "truediv", "maximum", "minimum", "equal", "not_equal", "greater",
-           "greater_equal", "less", "less_equal", "argmax", "argmin", "matmul", "expand_dims", "squeeze",
-           "transpose", "where", "one_hot", "clip_by_value", "gather"]
+__all__ = ["identity", "stop_gradient", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+           "reduce_prod", "reduce_any", "reduce_all", "zeros", "ones", "zeros_like", "ones_like", "fill", "range",
+           "stack", "concat", "shape", "size", "rank", "square", "sqrt", "exp", "log", "abs", "sigmoid", "tanh",
+           "negative", "relu", "add", "subtract", "multiply", "divide", "truediv", "maximum", "minimum", "equal",
+           "not_equal", "greater", "greater_equal", "less", "less_equal", "argmax", "argmin", "matmul", "expand_dims",
+           "squeeze", "transpose", "where", "one_hot", "clip_by_value", "gather"]
 
 _SUM_TYPES = "float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, " \
              "quint16, uint16, complex128, half, uint32, uint64"
 _MAX_TYPES = "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8, quint8, " \
              "qint32, qint16, quint16"
-_FLOAT_TYPES = "bfloat16, half, float, double, complex64, complex128"
+FLOAT_TYPES = "bfloat16, half, float, double, complex64, complex128"
 
 
 def _tensor(x: Any) -> Any:
@@ -42,11 +44,11 @@ def _tensor(x: Any) -> Any:
     return as_tensor(untracked(x))
 
 
-def _check_types(x: Any, allowed: str, what: str) -> None:
-    """TF's kernel registry error for a dtype an op has no kernel for."""
+def check_types(x: Any, allowed: str, what: str, attr: str = "T") -> None:
+    """TF's kernel registry error for a dtype an op has no kernel for (its type attribute ``attr``)."""
     name = tf_dtype(x)
     if name not in allowed.split(", "):
-        raise errors.InvalidArgumentError(f"Value for attr 'T' of {name} is not in the list of allowed values: "
+        raise errors.InvalidArgumentError(f"Value for attr '{attr}' of {name} is not in the list of allowed values: "
                                           f"{allowed}\nFix: cast the input first (tf.cast) for {what}.")
 
 
@@ -59,6 +61,12 @@ def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's ar
     if isinstance(input, Tracked):
         return input
     value = _tensor(input)
+    return value.copy() if hasattr(value, "copy") else value
+
+
+def stop_gradient(input: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's argument name)
+    """``input``'s value as a tensor through which no gradient flows (TF's None beyond it)."""
+    value = untracked(convert_to_tensor(input))
     return value.copy() if hasattr(value, "copy") else value
 
 
@@ -132,7 +140,7 @@ def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name
     """The sum over ``axis`` (all axes by default), in the input's dtype (integers wrap as TF's)."""
     input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
-    _check_types(value, _SUM_TYPES, "reduce_sum")
+    check_types(value, _SUM_TYPES, "reduce_sum")
     axes = _axes(value, axis, "Sum")
     if isinstance(input_tensor, Tracked):
         return input_tensor.sum(axis=axes, keepdims=keepdims, dtype=value.dtype)
@@ -144,7 +152,7 @@ def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
     empty), as TF's Mean kernel."""
     input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
-    _check_types(value, _SUM_TYPES, "reduce_mean")
+    check_types(value, _SUM_TYPES, "reduce_mean")
     axes = _axes(value, axis, "Mean")
     if isinstance(input_tensor, Tracked):
         return input_tensor.mean(axis=axes, keepdims=keepdims)
@@ -163,7 +171,7 @@ def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: boo
     """reduce_max/min: an empty reduction gives the dtype's lowest/highest value (-inf/inf for floats)."""
     input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
-    _check_types(value, _MAX_TYPES, f"reduce_{op.lower()}")
+    check_types(value, _MAX_TYPES, f"reduce_{op.lower()}")
     axes = _axes(value, axis, op)
     if value.dtype.kind == "f":
         initial = -np.inf if highest else np.inf
@@ -194,7 +202,7 @@ def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
     """The product over ``axis``, in the input's dtype (1 when empty)."""
     input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
-    _check_types(value, _SUM_TYPES, "reduce_prod")
+    check_types(value, _SUM_TYPES, "reduce_prod")
     axes = _axes(value, axis, "Prod")
     result = array_module(value).asarray(value.prod(axis=axes, keepdims=keepdims, dtype=value.dtype))
     return with_gradient(result, [input_tensor],
@@ -351,7 +359,7 @@ def _unary(x: Any, fn: Callable[[Any], Any], float_only: bool, what: str, deriva
     x = watched(x)
     value = _tensor(x)
     if float_only:
-        _check_types(value, _FLOAT_TYPES, what)
+        check_types(value, FLOAT_TYPES, what)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         result = array_module(value).asarray(fn(value)).astype(value.dtype, copy=False)
     return with_gradient(result, [x], lambda g: [derivative(g, value, result)])

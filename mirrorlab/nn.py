@@ -1,4 +1,5 @@
-"""``mirrorlab.nn``: the loss scaling helpers of ``tf.nn`` that distributed training needs, and its activations."""
+"""``mirrorlab.nn``: the loss scaling helpers of ``tf.nn`` that distributed training needs, its activations, softmax,
+cross-entropies and ``l2_loss`` (from ``nn_ops``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from . import errors
 from .array_ops import relu, sigmoid, tanh
 from .autodiff import track, unbroadcast, untracked
 from .distribute import context
+from .nn_ops import (l2_loss, log_softmax, sigmoid_cross_entropy_with_logits, softmax,
+                     softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits)
 from .tensor import as_tensor, asarray, like, to_host
 
-__all__ = ["compute_average_loss", "scale_regularization_loss", "relu", "sigmoid", "tanh"]
+__all__ = ["compute_average_loss", "scale_regularization_loss", "relu", "sigmoid", "tanh", "softmax", "log_softmax",
+           "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
+           "sigmoid_cross_entropy_with_logits", "l2_loss"]
 
 
 def broadcasting(op: Callable[[Any, Any], Any], name: str, a: Any, b: Any, fix: str) -> Any:
