@@ -102,10 +102,20 @@ def test_kernels_round_exp_correctly_and_flush_subnormal_results_as_tf():
     assert np.array_equal(nn_kernels.log(y), np.log(y.astype(np.float64)).astype(np.float32))
 
 
-def test_sparse_label_errors_name_tf_s_label():
+def test_sparse_label_errors_name_tf_s_label_in_tf_and_keras():
     logits = np.zeros((3, 2), np.float32)
     with pytest.raises(errors.InvalidArgumentError, match=r"label value of -2 .*Label values: 0 -1 -2 \["):
         ml.nn.sparse_softmax_cross_entropy_with_logits([0, -1, -2], logits)
+    with pytest.raises(errors.InvalidArgumentError, match=r"label value of 5 .*Label values: 3 0 5 \[.*\nFix: "):
+        ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(np.array([3, 0, 5]), logits)
+
+
+def test_keras_clipnorm_is_clip_by_norm():
+    v = ml.Variable(np.array([3.0, -4.0, 12.0], np.float32))
+    ml.keras.optimizers.SGD(learning_rate=1.0, clipnorm=2.5).apply_gradients([(np.array([0.3, 4.0, -7.5],
+                                                                                         np.float32), v)])
+    expected = np.array([3.0, -4.0, 12.0], np.float32) - ml.clip_by_norm(np.array([0.3, 4.0, -7.5], np.float32), 2.5)
+    assert np.array_equal(np.asarray(v), expected)
 
 
 def test_stop_gradient_blocks_the_tape_and_reads_variables():

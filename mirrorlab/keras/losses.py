@@ -19,7 +19,8 @@ from .. import errors
 from ..distribute import context
 from ..autodiff import track, unbroadcast, untracked
 from ..nn import broadcasting, compute_average_loss
-from ..tensor import array_module, asarray, like, to_host
+from ..nn_ops import check_labels
+from ..tensor import array_module, asarray, like
 from . import activations
 from .registry import resolve
 
@@ -326,14 +327,7 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         if labels.ndim == y_pred.ndim and labels.ndim and labels.shape[-1] == 1:
             labels = labels[..., 0]
         labels = labels.astype(np.int64)
-        classes = y_pred.shape[-1]
-        outside = (labels < 0) | (labels >= classes)
-        if outside.any():
-            shown = " ".join(str(int(v)) for v in to_host(labels).ravel())
-            raise errors.InvalidArgumentError(
-                f"Received a label value of {int(to_host(labels[outside])[0])} which is outside the valid range "
-                f"of [0, {classes}).  Label values: {shown}\nFix: labels must be class indices below the number "
-                "of predicted classes.")
+        check_labels(labels, y_pred.shape[-1], "labels must be class indices below the number of predicted classes.")
         return labels
 
     def call(self, y_true: Any, y_pred: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..aggregation import ReduceOp, VariableAggregation
+from ..clip_ops import clip_by_norm
 from ..distribute import context
 from ..distribute.values import ReplicaValues
 from ..distribute.variables import Variable
@@ -128,9 +129,8 @@ class Optimizer(ABC):
 
     def _clip(self, grads: list[Any]) -> list[Any]:
         """Keras' clipping (one of clipnorm, global_clipnorm, clipvalue), applied to each replica's gradients."""
-        if self.clipnorm and self.clipnorm > 0:  # tf.clip_by_norm's arithmetic, in the gradients' dtype
-            return [g * g.dtype.type(self.clipnorm) / np.maximum(np.sqrt((g * g).sum()), g.dtype.type(self.clipnorm))
-                    for g in grads]
+        if self.clipnorm and self.clipnorm > 0:  # Keras clips each gradient with tf.clip_by_norm
+            return [clip_by_norm(g, g.dtype.type(self.clipnorm)) for g in grads]
         if self.global_clipnorm and self.global_clipnorm > 0:  # Keras' clip_by_global_norm, in float32 as there
             norm = np.sqrt(np.stack([np.square(g).sum() for g in grads]).sum())
             clip = norm.dtype.type(self.global_clipnorm)
