@@ -127,8 +127,8 @@ def _install_operators() -> None:
 
 
 def _quotient_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
-    """The partial derivatives of ``a / b``."""
-    return g / b, -g * a / (b * b)
+    """The partial derivatives of ``a / b``, rounded as TF's RealDiv gradient: ``g / b`` and ``g * ((-a / b) / b)``."""
+    return g / b, g * ((-a / b) / b)
 
 
 def _power_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
