@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import errors
+from . import errors, nn_kernels
 from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
 from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
@@ -376,13 +376,13 @@ def sqrt(x: Any, name: str | None = None) -> Any:
 
 
 def exp(x: Any, name: str | None = None) -> Any:
-    """``e ** x`` (floats only)."""
-    return _unary(x, np.exp, True, "exp", lambda g, v, r: g * r)
+    """``e ** x`` (floats only), rounded as TF's kernel (see ``nn_kernels.exp``)."""
+    return _unary(x, nn_kernels.exp, True, "exp", lambda g, v, r: g * r)
 
 
 def log(x: Any, name: str | None = None) -> Any:
-    """Natural logarithm (floats only; -inf at 0)."""
-    return _unary(x, np.log, True, "log", lambda g, v, r: g / v)
+    """Natural logarithm (floats only; -inf at 0), rounded as TF's kernel (see ``nn_kernels.log``)."""
+    return _unary(x, nn_kernels.log, True, "log", lambda g, v, r: g / v)
 
 
 def abs(x: Any, name: str | None = None) -> Any:  # noqa: A001
