@@ -19,6 +19,7 @@ from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
 from ..distribute.values import PerReplicaSpec
 from ..distribute.variables import Variable
+from ..name_scope import name_scope
 from ..tensor import array_module, asarray, is_cupy, like, to_host
 from ..train.checkpoint import restore_on_create
 from . import activations
@@ -103,7 +104,7 @@ class Model:
     def build(self, input_shape: tuple) -> None:
         """Create every layer's weights for inputs of ``input_shape`` (batch dimension first)."""
         shape = tuple(input_shape)
-        with self._strategy.scope():
+        with self._strategy.scope(), name_scope(self.name):  # TF names the weights sequential/dense/kernel:0
             for layer in self.layers:
                 if not layer.built:
                     layer.build(shape)

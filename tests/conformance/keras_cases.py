@@ -1929,3 +1929,48 @@ def pooling_layers(env: KerasEnv) -> Result:
         "global_rank_3": attempt(lambda: L.GlobalMaxPooling2D()(np.zeros((2, 3, 3), np.float32))),
     }
     return out
+
+
+@case
+def weight_variable_names(env: KerasEnv) -> Result:
+    """The names of the variables under Keras' weights (the model's name, the layer's, the weight's; inside a
+    name scope; mirrored copies), of optimizer slots, as a tape lists them, and in a restore's shape error."""
+    import os
+    import tempfile
+
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+
+    def variable(v: Any) -> Any:  # a Keras 3 weight wraps the variable (``.value``); mirrorlab's weight is one
+        return v if callable(v.value) else v.value
+
+    def name(v: Any) -> str:
+        return variable(v).name
+
+    def model(inputs: int, **kwargs: Any) -> Any:
+        return k.Sequential([k.Input((inputs,)), k.layers.Dense(2)], **kwargs)
+    with tf.name_scope("outer"):
+        scoped = model(3)
+        loose = k.layers.Dense(2)
+        loose.build((None, 3))
+    named = k.Sequential([k.layers.Dense(2)], name="seq")
+    named(np.ones((1, 3), np.float32))
+    with env.strategy.scope():
+        mirrored = model(3)
+    optimizer = k.optimizers.Adam()
+    optimizer.build(named.trainable_variables)
+    with tf.GradientTape() as tape:
+        tf.reduce_sum(named(np.ones((1, 3), np.float32)))
+
+    def restore_error() -> Any:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = env.train.Checkpoint(model=model(3)).save(os.path.join(tmp, "ckpt"))
+            return env.train.Checkpoint(model=model(4)).restore(path)
+    return {
+        "scoped": [name(v) for v in scoped.weights + loose.weights],
+        "named": [name(v) for v in named.weights],
+        "mirrored": [v.name for v in env.strategy.experimental_local_results(variable(mirrored.weights[0]))],
+        "optimizer": [name(v) for v in optimizer.variables],
+        "watched": [v.name for v in tape.watched_variables()],
+        "restore_error": attempt(restore_error),
+    }
