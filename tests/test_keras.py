@@ -559,3 +559,34 @@ def test_a_pooling_cnn_trains_on_a_cluster_as_on_one_device():
         np.testing.assert_allclose(losses, single[1], rtol=1e-4)
     assert single[1][-1] < single[1][0]
     assert keras.layers.MaxPooling2D(7)(images[:1]).shape == (1, 0, 0, 1)  # a direct call: empty, as Keras'
+
+
+def test_batch_normalization_keeps_a_moving_statistics_copy_per_replica_as_on_tf():
+    """On 2 workers x 2 devices each replica normalizes its own batch and moves its own copy of the moving mean (as
+    TF's ON_WRITE/NONE variables do), so the copies differ; both workers hold the same four copies, and a model
+    model given the saved weights (the first replica's copy) infers with the moving statistics."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(16, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, kernel_initializer="ones"),
+                                      keras.layers.BatchNormalization(momentum=0.5), keras.layers.Dense(2)])
+            model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(md.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, verbose=0)
+        copies = [np.asarray(c) for c in strategy.experimental_local_results(model.layers[1].moving_mean)]
+        return copies, model.get_weights()
+
+    results = SimCluster(workers=2, devices_per_worker=2, seed=3).run(program).values()
+    copies, weights = results[0]
+    assert len({c.tobytes() for c in copies}) == 2  # each worker: its 2 replicas' copies differ
+    assert results[1][0][0].tobytes() != copies[0].tobytes()  # worker 1's replicas saw other batches
+    np.testing.assert_array_equal(weights[4], copies[0])  # get_weights reads the first replica's copy
+    single = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.BatchNormalization(),
+                               keras.layers.Dense(2)])
+    single.set_weights(weights)
+    w1, b1, gamma, beta, mean, variance, w2, b2 = weights
+    expected = ((x[:2] @ w1 + b1 - mean) / np.sqrt(variance + 1e-3) * gamma + beta) @ w2 + b2
+    np.testing.assert_allclose(single.predict(x[:2], verbose=0), expected, rtol=1e-5, atol=1e-6)

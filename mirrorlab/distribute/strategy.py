@@ -68,6 +68,7 @@ class StrategyExtended(ExtendedApi):
         self._step = 0
         self._is_mirrored = False  # TF's MirroredStrategy (one worker), not MWMS
         self._unsynced: dict[int, tuple[DistributedVariable, str]] = {}
+        self._warned_unsynced: set[int] = set()
         devices = runtime.devices
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
                                       runtime.before_collective)
@@ -171,11 +172,13 @@ class StrategyExtended(ExtendedApi):
 
     def _record_unsynced_updates(self) -> None:
         """After a ``run``: trace each unsynchronized variable's copies (digests) so diagnostics can flag
-        mirrors that differ, on this worker or across workers; TF accepts this silently."""
+        mirrors that differ, on this worker or across workers (TF accepts this silently; the log says it once per
+        variable: Keras' BatchNormalization does it on purpose, every step)."""
         for var, site in self._unsynced.values():
             digests = [hashlib.sha1(np.ascontiguousarray(to_host(c)).tobytes()).hexdigest()[:12]
                        for c in var._components]
-            if len(set(digests)) > 1:
+            if len(set(digests)) > 1 and id(var) not in self._warned_unsynced:  # warned once per variable
+                self._warned_unsynced.add(id(var))
                 log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
                             "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
             if self._runtime.trace is not None:

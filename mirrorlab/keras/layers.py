@@ -22,7 +22,7 @@ from . import activations, initializers, regularizers
 from .naming import auto_name
 
 __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer",
-           "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D"]
+           "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization"]
 
 
 class Layer(ABC):
@@ -65,6 +65,10 @@ class Layer(ABC):
     @property
     def weights(self) -> list[Variable]:
         return list(self._weights.values())
+
+    def get_weights(self) -> list[np.ndarray]:
+        """The weights' values (copies), in creation order."""
+        return [w.numpy() for w in self.weights]
 
     @property
     def trainable_weights(self) -> list[Variable]:
@@ -409,3 +413,4 @@ class Conv2D(_KernelBias):
 
 
 from .pooling import AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, MaxPooling2D  # noqa: E402 (they build on Layer)
+from .normalization import BatchNormalization  # noqa: E402 (it builds on Layer)

@@ -466,9 +466,13 @@ class Model:
         return values[0] if len(values) == 1 else values
 
     def predict(self, x: Any, batch_size: int | None = None, verbose: Any = "auto", steps: int | None = None) -> Any:
-        """Outputs for all of ``x``, in order: arrays are computed locally in batches of ``batch_size`` (32); a
-        dataset or distributed dataset runs on every replica and the replicas' outputs are concatenated as Keras 3
-        does (partial and empty replica batches included); ``steps`` stops after that many batches."""
+        """Outputs for all of ``x``, in order, in batches of ``batch_size`` (32) for arrays: a dataset, a
+        distributed dataset, or under a strategy of several replicas the arrays' batches, runs on every replica and
+        the replicas' outputs are concatenated as Keras 3 does (partial and empty replica batches included; each
+        replica reads its own copies of the variables, which differ for BatchNormalization's moving statistics);
+        without one, arrays are computed locally; ``steps`` stops after that many batches."""
+        if not isinstance(x, (Dataset, DistributedDataset)) and self._strategy.num_replicas_in_sync > 1 and len(x):
+            x = Dataset.from_tensor_slices(asarray(x)).batch(batch_size or 32)
         if not isinstance(x, (Dataset, DistributedDataset)):
             x = asarray(x)
             size = batch_size or 32

@@ -1974,3 +1974,56 @@ def weight_variable_names(env: KerasEnv) -> Result:
         "watched": [v.name for v in tape.watched_variables()],
         "restore_error": attempt(restore_error),
     }
+
+
+@case
+def batch_normalization(env: KerasEnv) -> Result:
+    """BatchNormalization between two Dense layers: a direct call in training and inference mode, the tape's
+    gradients, and fit on 2 replicas (each replica normalizes with its own batch's statistics and updates its own
+    copy of the moving statistics: ON_WRITE variables with aggregation NONE, so the copies differ), predict and
+    evaluate; Keras' argument errors."""
+    k, tf = env.keras, env.tf
+    rng = np.random.RandomState(7)
+    x = rng.uniform(-2, 2, (8, 3)).astype(np.float32)
+    y = rng.randint(0, 2, 8).astype(np.int64)
+
+    def model(**options: Any) -> Any:
+        built = k.Sequential([k.Input((3,)), k.layers.Dense(4), k.layers.BatchNormalization(**options),
+                              k.layers.Dense(2)])
+        built.set_weights([w if w.ndim != 2 else np.random.RandomState(w.size).uniform(-1, 1, w.shape)
+                           .astype(np.float32) for w in built.get_weights()])
+        return built
+
+    def direct() -> Result:
+        layer = k.layers.BatchNormalization(momentum=0.5, epsilon=0.01)
+        trained = layer(x, training=True)
+        return {"training": trained, "inference": layer(x), "weights": layer.get_weights()}
+
+    def gradients() -> Result:
+        net = model(center=True, scale=True)
+        with tf.GradientTape() as tape:
+            out = net(x, training=True)
+            loss = tf.reduce_sum(out * out * np.array([1.0, -2.0], np.float32)) + tf.reduce_sum(out * 0.5)
+        return {"loss": loss, "gradients": tape.gradient(loss, net.trainable_variables),
+                "moving": net.layers[1].get_weights()[2:]}
+
+    def fitted() -> Result:
+        with env.strategy.scope():
+            net = model(momentum=0.9)
+            net.compile(optimizer=k.optimizers.SGD(learning_rate=0.1),
+                        loss=k.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        history = net.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+        bn = net.layers[1]
+        moving = bn.moving_mean if callable(bn.moving_mean.value) else bn.moving_mean.value
+        return {"history": _history(history), "weights": net.get_weights(),
+                "moving_mean_copies": env.local(moving), "predict": net.predict(x, verbose=0),
+                "evaluate": net.evaluate(x, y, verbose=0)}
+    return {
+        "direct": attempt(direct), "gradients": attempt(gradients), "fit": attempt(fitted),
+        "no_center_scale": attempt(lambda: model(center=False, scale=False)(x, training=True)),
+        "axis_1_of_4d": attempt(lambda: k.layers.BatchNormalization(axis=1)(
+            np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2), training=True)),
+        "weight_names": attempt(lambda: [w.name.split("/")[-1].split(":")[0] for w in model().layers[1].weights]),
+        "trainable_count": attempt(lambda: len(model().trainable_variables)),
+        "bad_axis": attempt(lambda: k.layers.BatchNormalization(axis=3)(x)),
+    }
