@@ -46,6 +46,7 @@ class Layer(ABC):
                    regularizer: Any = None) -> Variable:
         value = initializers.get(initializer)(tuple(shape), self.dtype)
         var = Variable(value, name=f"{self.name}/{name}", trainable=trainable)
+        var._keras_weight = True  # restored after a read with Keras' own assign (see train.restoring)
         self._weights[name] = var
         if regularizer is not None:
             self._regularizers[name] = regularizers.get(regularizer)

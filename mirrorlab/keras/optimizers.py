@@ -84,8 +84,10 @@ class Optimizer(ABC):
 
         def zeros(v: Variable, slot: str) -> Variable:  # named as Keras 3's: sgd/dense_kernel_momentum
             weight = v.name.removesuffix(":0").replace("/", "_")
-            return Variable(like(np.zeros(v.shape, v.dtype), v._read()), name=f"{self.name}/{weight}_{slot}",
-                            trainable=False)
+            var = Variable(like(np.zeros(v.shape, v.dtype), v._read()), name=f"{self.name}/{weight}_{slot}",
+                           trainable=False)
+            var._keras_weight = True  # restored after a read with Keras' own assign (see train.restoring)
+            return var
         for slot in (*self.slot_names, *self.extra_slot_names):
             self._slots[slot] = [zeros(v, slot) for v in var_list]
         self.built = True

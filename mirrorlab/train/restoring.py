@@ -33,14 +33,22 @@ def check_dtype(key: str, var: Variable, value: np.ndarray, save_path: str) -> N
             f"it was saved (checkpoint {save_path}).")
 
 
-def assign_restored(key: str, var: Variable, value: np.ndarray, save_path: str) -> None:
+def assign_restored(key: str, var: Variable, value: np.ndarray, save_path: str, deferred: bool = False) -> None:
     """Assign a saved value (ON_READ SUM split across replicas), with TF's errors for another shape: a plain
-    variable's restore names the shapes and the variable, a distributed variable's is its assign error."""
+    variable's restore names the shapes and the variable, a distributed variable's is its assign error, and a
+    distributed Keras weight restored after the read (attached or built later) gives Keras' assign error, as Keras 3
+    restores its own variables then."""
     fix = (f"\nFix: build the model exactly as it was when {save_path} was saved ({key} has shape "
            f"{tuple(value.shape)} there).")
     if not isinstance(var, DistributedVariable) and tuple(var.shape) != tuple(value.shape):
         raise ValueError(f"Received incompatible tensor with shape {tuple(value.shape)} when attempting to restore "
                          f"variable with shape {tuple(var.shape)} and name {var.name}.{fix}")
+    if deferred and getattr(var, "_keras_weight", False) and tuple(var.shape) != tuple(value.shape):
+        shown = f"<Variable path={var.name.removesuffix(':0')}, shape={tuple(var.shape)}, dtype={dtype_name(var)}, " \
+                f"value={np.asarray(var.numpy())}>"
+        raise ValueError("The shape of the target variable and the shape of the target value in "
+                         f"`variable.assign(value)` must match. variable.shape={tuple(var.shape)}, Received: "
+                         f"value.shape={tuple(value.shape)}. Target variable: {shown}{fix}")
     try:
         var._restore_value(value)
     except ValueError as exc:
@@ -105,15 +113,16 @@ class PendingRestore:
                 top = path.split("/")[0]
                 groups.setdefault(top if first and top not in first else "", {})[checkpoint_key(path)] = var
         for found in groups.values():
-            self._assign(found)
+            self._assign(found, deferred=not reading)
 
-    def _assign(self, found: dict[str, Variable]) -> None:
-        """Restore ``found`` (variables by key, in key order): every dtype checked before anything is assigned."""
+    def _assign(self, found: dict[str, Variable], deferred: bool) -> None:
+        """Restore ``found`` (variables by key, in key order): every dtype checked before anything is assigned
+        (``deferred``: after the read, see ``assign_restored``)."""
         try:
             for key, var in found.items():
                 check_dtype(key, var, self.pending[key], self.save_path)
             for key, var in found.items():
-                assign_restored(key, var, self.pending[key], self.save_path)
+                assign_restored(key, var, self.pending[key], self.save_path, deferred)
                 del self.pending[key]
                 self.restored.add(id(var))
         except (ValueError, errors.InvalidArgumentError):

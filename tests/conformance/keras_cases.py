@@ -2027,3 +2027,33 @@ def batch_normalization(env: KerasEnv) -> Result:
         "trainable_count": attempt(lambda: len(model().trainable_variables)),
         "bad_axis": attempt(lambda: k.layers.BatchNormalization(axis=3)(x)),
     }
+
+
+@case
+def restore_into_later_models_of_another_shape(env: KerasEnv) -> Result:
+    """A checkpoint read before a model of another shape is attached (or built) restores into it then: under the
+    strategy Keras' own assign refuses the shape; without one, the restore's error names the variable."""
+    import os
+    import tempfile
+
+    k = env.keras
+    k.backend.clear_session()  # the layer names in the messages count from dense
+
+    def model(units: int, built: bool = True) -> Any:
+        layers = [k.Input((3,)), k.layers.Dense(units, kernel_initializer="ones")] if built else \
+            [k.layers.Dense(units, kernel_initializer="ones")]
+        return k.Sequential(layers, name=f"m{units}")
+
+    def attach(scoped: bool, built: bool) -> Any:
+        with tempfile.TemporaryDirectory() as tmp:
+            with env.strategy.scope() if scoped else contextlib.nullcontext():
+                path = env.train.Checkpoint(a=model(1)).save(os.path.join(tmp, "ckpt"))
+                late = env.train.Checkpoint()
+                late.read(path)
+                late.a = model(2, built)
+                if not built:
+                    late.a.build((None, 3))
+            return late.a.get_weights()
+    return {"mirrored_attached": attempt(lambda: attach(True, True)),
+            "mirrored_built_later": attempt(lambda: attach(True, False)),
+            "default_attached": attempt(lambda: attach(False, True))}
