@@ -57,10 +57,11 @@ class BatchNormalization(Layer):
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         axes, t = self._axes(x.ndim), x.dtype.type
         if training:
-            mean = x.sum(axis=axes, keepdims=True, dtype=x.dtype) / t(np.prod([x.shape[a] for a in axes]))
-            centered = x - mean
-            variance = (centered * centered).sum(axis=axes, keepdims=True, dtype=x.dtype) / \
-                t(np.prod([x.shape[a] for a in axes]))
+            count = t(np.prod([x.shape[a] for a in axes]))
+            with np.errstate(invalid="ignore"):  # an empty replica batch: NaN statistics (TF's fit hangs there)
+                mean = x.sum(axis=axes, keepdims=True, dtype=x.dtype) / count
+                centered = x - mean
+                variance = (centered * centered).sum(axis=axes, keepdims=True, dtype=x.dtype) / count
             momentum = t(self.momentum)
             for var, batch in ((self.moving_mean, mean), (self.moving_variance, variance)):
                 var.assign(var._read() * momentum + batch.reshape(-1) * t(1.0 - self.momentum))
