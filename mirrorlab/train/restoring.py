@@ -97,6 +97,8 @@ class PendingRestore:
                                     if reading or any(k.startswith(f"{path}/") for k in self.pending))
         # a variable where an object without a value was saved is bound to it all the same, as in TF
         self.restored.update(id(var) for path, var in match.variables.items() if path in self.graph)
+        for path in match.rebound:  # bound to an object restored at another node: its values are used up
+            self.pending.pop(checkpoint_key(path), None)
         if not self.pending:
             return
         for key, (obj, path) in match.objects.items():

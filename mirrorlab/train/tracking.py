@@ -103,12 +103,15 @@ class GraphMatch:
 
     variables: dict[str, Variable] = field(default_factory=dict)
     objects: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    rebound: list[str] = field(default_factory=list)  # nodes reached at an object matched already: bound, unrestored
 
 
 def match_graph(roots: Mapping[str, Any], saved: Mapping[str, Mapping[str, str]], start: str = "") -> GraphMatch:
     """Match the objects below ``roots`` (the children of the object saved at ``start``) to the saved graph: the
     walk follows each saved child's name from the saved node its parent matched, in saving order; each object and
-    each saved node is matched once (a node saved under two names goes to the first object found, as in TF)."""
+    each saved node is matched once (a node saved under two names goes to the first object found, as in TF). An
+    object found again at another saved node binds that node too but restores nothing there (TF restores an object
+    once per restore), and so do its children at that node's children."""
     match = GraphMatch()
     seen: set[int] = set()
     taken: set[str] = set()
@@ -118,10 +121,15 @@ def match_graph(roots: Mapping[str, Any], saved: Mapping[str, Mapping[str, str]]
         children = dict(trackable_children(obj))
         for name, target in saved.get(saved_path, {}).items():  # in saving order: the first object takes a node
             child = children.get(name)
-            if holds_no_state(child) or id(child) in seen or target in taken:
+            if holds_no_state(child) or target in taken:
+                continue
+            taken.add(target)
+            if id(child) in seen:
+                match.rebound.append(target)
+                if not isinstance(child, Variable):
+                    queue.append((target, child))
                 continue
             seen.add(id(child))
-            taken.add(target)
             if isinstance(child, Variable):
                 match.variables[target] = child
             else:
