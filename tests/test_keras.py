@@ -590,3 +590,9 @@ def test_batch_normalization_keeps_a_moving_statistics_copy_per_replica_as_on_tf
     w1, b1, gamma, beta, mean, variance, w2, b2 = weights
     expected = ((x[:2] @ w1 + b1 - mean) / np.sqrt(variance + 1e-3) * gamma + beta) @ w2 + b2
     np.testing.assert_allclose(single.predict(x[:2], verbose=0), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_synchronized_batch_normalization_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"synchronized=True.*not built.*\nFix: use synchronized=False"):
+        keras.layers.BatchNormalization(synchronized=True)
+    assert keras.layers.BatchNormalization(synchronized=False).name.startswith("batch_normalization")

@@ -25,7 +25,11 @@ class BatchNormalization(Layer):
     def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3, center: bool = True,
                  scale: bool = True, beta_initializer: Any = "zeros", gamma_initializer: Any = "ones",
                  moving_mean_initializer: Any = "zeros", moving_variance_initializer: Any = "ones",
-                 **kwargs: Any) -> None:
+                 synchronized: bool = False, **kwargs: Any) -> None:
+        if synchronized:
+            raise ValueError("BatchNormalization(synchronized=True) (statistics all-reduced across replicas) is not "
+                             "built in mirrorlab.\nFix: use synchronized=False (each replica normalizes its own "
+                             "batch, Keras' default).")
         super().__init__(**kwargs)
         self.axis, self.momentum, self.epsilon = int(axis), float(momentum), float(epsilon)
         self.center, self.scale = center, scale
