@@ -18,7 +18,7 @@ from mirrorlab.placement import Placement, gpu_index
 from mirrorlab.sim import SimCluster
 
 import fake_cupy
-from test_keras import X, Y, build_model
+from test_keras import X, Y, build_model, cnn_program, image_task
 
 
 @pytest.fixture
@@ -238,22 +238,11 @@ def test_gradient_tape_custom_loop_on_two_gpus_matches_the_cpus(cupy):
 def test_a_pooling_cnn_on_simulated_gpus_trains_like_on_cpus(cupy):
     """Conv2D and the four pooling layers keep every array on its replica's (fake) GPU and train bit for bit as on
     CPUs, on 2 workers x 2 devices."""
-    rng = np.random.default_rng(5)
-    images = rng.random((16, 6, 6, 1)).astype(np.float32)
-    labels = (images[:, :3].mean(axis=(1, 2, 3)) > images[:, 3:].mean(axis=(1, 2, 3))).astype(np.int64)
-
-    def program():
-        strategy = ml.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = keras.Sequential([
-                keras.Input((6, 6, 1)), keras.layers.Conv2D(2, 3, activation="relu", padding="same"),
-                keras.layers.MaxPooling2D(), keras.layers.AveragePooling2D(2, strides=1, padding="same"),
-                keras.layers.GlobalMaxPooling2D(keepdims=True), keras.layers.GlobalAveragePooling2D(),
-                keras.layers.Dense(2)])
-            model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(md.Dataset.from_tensor_slices((images, labels)).batch(8), epochs=2, verbose=0)
-        return [w.numpy() for w in model.weights], history.history
-
+    program = cnn_program(lambda: [
+        keras.layers.Conv2D(2, 3, activation="relu", padding="same"),
+        keras.layers.MaxPooling2D(), keras.layers.AveragePooling2D(2, strides=1, padding="same"),
+        keras.layers.GlobalMaxPooling2D(keepdims=True), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(2)],
+        image_task(16), lambda: "sgd", epochs=2)
     cpu = SimCluster(workers=2, devices_per_worker=2).run(program).values()
     gpu = SimCluster(workers=2, devices_per_worker=2, device_type="GPU").run(program).values()
     for a, b in zip(gpu, cpu):

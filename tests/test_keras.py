@@ -532,32 +532,41 @@ def test_automatic_names_count_per_worker_process_as_on_real_workers():
     assert outside.startswith("dense") and keras.layers.Dense(1).name == "dense"
 
 
-def test_a_pooling_cnn_trains_on_a_cluster_as_on_one_device():
-    """The CNN of TF's "Distributed training with Keras" tutorial (Conv2D, MaxPooling2D, Flatten, Dense), shrunk:
-    fit on 2 workers x 2 devices ends with the weights of fit on one device, and the loss falls."""
+def image_task(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` random 6x6 one-channel images, labelled by whether their top half is the brighter."""
     rng = np.random.default_rng(5)
-    images = rng.random((32, 6, 6, 1)).astype(np.float32)
-    labels = (images[:, :3].mean(axis=(1, 2, 3)) > images[:, 3:].mean(axis=(1, 2, 3))).astype(np.int64)
+    images = rng.random((count, 6, 6, 1)).astype(np.float32)
+    return images, (images[:, :3].mean(axis=(1, 2, 3)) > images[:, 3:].mean(axis=(1, 2, 3))).astype(np.int64)
 
+
+def cnn_program(layers, data, optimizer, epochs):
+    """A simulated worker's program: fit ``Sequential([Input((6, 6, 1)), *layers()])`` (built in the strategy's
+    scope) on ``data`` in global batches of 8; returns the weights and the history."""
     def program():
         strategy = ml.MultiWorkerMirroredStrategy()
         with strategy.scope():
-            model = keras.Sequential([
-                keras.Input((6, 6, 1)),
-                keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(3)),
-                keras.layers.MaxPooling2D(), keras.layers.Flatten(),
-                keras.layers.Dense(2, kernel_initializer=keras.initializers.GlorotUniform(4))])
-            model.compile(optimizer=keras.optimizers.SGD(0.5),
-                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(md.Dataset.from_tensor_slices((images, labels)).batch(8), epochs=4, verbose=0)
-        return model.get_weights(), history.history["loss"]
+            model = keras.Sequential([keras.Input((6, 6, 1)), *layers()])
+            model.compile(optimizer=optimizer(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(md.Dataset.from_tensor_slices(data).batch(8), epochs=epochs, verbose=0)
+        return model.get_weights(), history.history
+    return program
 
+
+def test_a_pooling_cnn_trains_on_a_cluster_as_on_one_device():
+    """The CNN of TF's "Distributed training with Keras" tutorial (Conv2D, MaxPooling2D, Flatten, Dense), shrunk:
+    fit on 2 workers x 2 devices ends with the weights of fit on one device, and the loss falls."""
+    images, labels = image_task(32)
+    program = cnn_program(lambda: [
+        keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(3)),
+        keras.layers.MaxPooling2D(), keras.layers.Flatten(),
+        keras.layers.Dense(2, kernel_initializer=keras.initializers.GlorotUniform(4))],
+        (images, labels), lambda: keras.optimizers.SGD(0.5), epochs=4)
     single = SimCluster(workers=1).run(program).values()[0]
-    for weights, losses in SimCluster(workers=2, devices_per_worker=2, seed=1).run(program).values():
+    for weights, history in SimCluster(workers=2, devices_per_worker=2, seed=1).run(program).values():
         for a, b in zip(weights, single[0]):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(losses, single[1], rtol=1e-4)
-    assert single[1][-1] < single[1][0]
+        np.testing.assert_allclose(history["loss"], single[1]["loss"], rtol=1e-4)
+    assert single[1]["loss"][-1] < single[1]["loss"][0]
     assert keras.layers.MaxPooling2D(7)(images[:1]).shape == (1, 0, 0, 1)  # a direct call: empty, as Keras'
 
 
