@@ -176,37 +176,37 @@ class _GlobalPooling2D(_Spatial):
     def __init__(self, data_format: str | None = None, keepdims: bool = False, **kwargs: Any) -> None:
         super().__init__(data_format=data_format, **kwargs)
         self.keepdims = keepdims
+        self._axes = (2, 3) if self.data_format == "channels_first" else (1, 2)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
-        axes = (2, 3) if self.data_format == "channels_first" else (1, 2)
         if self.keepdims:
-            return tuple(1 if i in axes else d for i, d in enumerate(input_shape))
-        return tuple(d for i, d in enumerate(input_shape) if i not in axes)
+            return tuple(1 if i in self._axes else d for i, d in enumerate(input_shape))
+        return tuple(d for i, d in enumerate(input_shape) if i not in self._axes)
 
-    def _axes(self) -> tuple[int, int]:
-        return (2, 3) if self.data_format == "channels_first" else (1, 2)
+    def _kept(self, dy: Any) -> Any:
+        """The output gradient with the image dimensions kept (size 1)."""
+        return dy if self.keepdims else np.expand_dims(dy, self._axes)
 
 
 class GlobalAveragePooling2D(_GlobalPooling2D):
     """The mean of each channel over the image."""
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        return x.mean(axis=self._axes(), keepdims=self.keepdims), x.shape
+        return x.mean(axis=self._axes, keepdims=self.keepdims), x.shape
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
-        h, w = (cache[a] for a in self._axes())
-        kept = dy if self.keepdims else np.expand_dims(dy, self._axes())
-        return np.broadcast_to(kept / dy.dtype.type(h * w), cache).copy(), []
+        h, w = (cache[a] for a in self._axes)
+        return np.broadcast_to(self._kept(dy) / dy.dtype.type(h * w), cache).copy(), []
 
 
 class GlobalMaxPooling2D(_GlobalPooling2D):
     """The largest value of each channel over the image (ties share the gradient, as TF's reduce_max)."""
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        return x.max(axis=self._axes(), keepdims=self.keepdims), x
+        peak = x.max(axis=self._axes, keepdims=True)
+        return (peak if self.keepdims else peak.squeeze(self._axes)), (x, peak)
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
-        x = cache
-        hits = (x == x.max(axis=self._axes(), keepdims=True)).astype(dy.dtype)
-        kept = dy if self.keepdims else np.expand_dims(dy, self._axes())
-        return hits / hits.sum(axis=self._axes(), keepdims=True) * kept, []
+        x, peak = cache
+        hits = (x == peak).astype(dy.dtype)
+        return hits / hits.sum(axis=self._axes, keepdims=True) * self._kept(dy), []

@@ -45,7 +45,7 @@ def assign_restored(key: str, var: Variable, value: np.ndarray, save_path: str, 
                          f"variable with shape {tuple(var.shape)} and name {var.name}.{fix}")
     if deferred and getattr(var, "_keras_weight", False) and tuple(var.shape) != tuple(value.shape):
         shown = f"<Variable path={var.name.removesuffix(':0')}, shape={tuple(var.shape)}, dtype={dtype_name(var)}, " \
-                f"value={np.asarray(var.numpy())}>"
+                f"value={var.numpy()}>"
         raise ValueError("The shape of the target variable and the shape of the target value in "
                          f"`variable.assign(value)` must match. variable.shape={tuple(var.shape)}, Received: "
                          f"value.shape={tuple(value.shape)}. Target variable: {shown}{fix}")
