@@ -60,6 +60,7 @@ class BatchNormalization(Layer):
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         axes, t = self._axes(x.ndim), x.dtype.type
+        centered = count = None  # the batch statistics' terms, which the backward pass differentiates
         if training:
             count = t(np.prod([x.shape[a] for a in axes]))
             with np.errstate(invalid="ignore"):  # an empty replica batch: NaN statistics (TF's fit hangs there)
@@ -74,15 +75,12 @@ class BatchNormalization(Layer):
             variance = self._broadcast(self.moving_variance._read(), x.ndim)
         root = t(1) / np.sqrt(variance + t(self.epsilon))  # TF's rsqrt
         inv = root * self._broadcast(self.gamma._read(), x.ndim) if self.scale else root
-        shift = -mean * inv
-        if self.center:
-            shift = self._broadcast(self.beta._read(), x.ndim) - mean * inv
-        return x * inv + shift, (x, mean, root, inv, training)
+        shift = self._broadcast(self.beta._read(), x.ndim) - mean * inv if self.center else -mean * inv
+        return x * inv + shift, (x, mean, root, inv, centered, count)
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
-        x, mean, root, inv, batch_statistics = cache
+        x, mean, root, inv, centered, count = cache
         axes, t = self._axes(x.ndim), x.dtype.type
-        count = t(np.prod([x.shape[a] for a in axes]))
         dy_sum = dy.sum(axis=axes, keepdims=True)
         d_inv = (dy * x).sum(axis=axes, keepdims=True) + (-dy_sum) * mean
         grads = []
@@ -94,8 +92,8 @@ class BatchNormalization(Layer):
         if self.center:
             grads.append(dy_sum.reshape(-1))
         dx = dy * inv
-        if batch_statistics:
+        if centered is not None:  # normalized with the batch's own statistics
             d_variance = d_root * (root * root * root) * t(-0.5)
             d_mean = -dy_sum * inv
-            dx = dx + (t(2) * (d_variance / count)) * (x - mean) + d_mean / count
+            dx = dx + (t(2) * (d_variance / count)) * centered + d_mean / count
         return dx, grads
