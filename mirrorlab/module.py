@@ -35,7 +35,7 @@ class Module:
                              "(e.g. a valid class name).")
         self._name = name
         with name_scope(name) as scope:  # inside the scope open now, as TF's
-            self._scope_name = scope
+            self._name_scope = name_scope(scope)
 
     @property
     def name(self) -> str:
@@ -45,7 +45,7 @@ class Module:
     @property
     def name_scope(self) -> name_scope:
         """The module's scope (``with self.name_scope:`` names variables ``module/...``)."""
-        return name_scope(self._scope_name)
+        return self._name_scope
 
     @classmethod
     def with_name_scope(cls, method: Callable[..., Any]) -> Callable[..., Any]:
