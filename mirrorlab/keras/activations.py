@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["get", "Activation", "with_logits", "logits_of"]
+__all__ = ["get", "Activation", "softmax", "with_logits", "logits_of"]
 
 _LOGITS: dict[int, tuple[weakref.ref, Any]] = {}  # id(output) -> (a reference to the output, its logits)
 
@@ -45,9 +45,11 @@ class Activation:
         return self.forward(z)
 
 
-def _softmax(z: Any) -> Any:
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def softmax(z: Any, axis: int = -1) -> Any:
+    """``exp(z - max) / sum(exp(z - max))`` along ``axis``: the softmax activation, and the probabilities TF's
+    softmax cross-entropy kernels differentiate with."""
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def _sigmoid(z: Any) -> Any:
@@ -59,7 +61,7 @@ _ACTIVATIONS = {
     "relu": Activation("relu", lambda z: np.maximum(z, 0), lambda z, a, da: da * (z > 0)),
     "sigmoid": Activation("sigmoid", _sigmoid, lambda z, a, da: da * a * (1 - a), keeps_logits=True),
     "tanh": Activation("tanh", np.tanh, lambda z, a, da: da * (1 - a * a)),
-    "softmax": Activation("softmax", _softmax,
+    "softmax": Activation("softmax", softmax,
                           lambda z, a, da: a * (da - (da * a).sum(axis=-1, keepdims=True)), keeps_logits=True),
 }
 

@@ -343,7 +343,7 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         xp = array_module(y_pred)
         onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
         logits = y_pred if self.from_logits else np.log(_clipped(y_pred))
-        grad = _softmax(logits, -1) - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
+        grad = activations.softmax(logits, -1) - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
         if upstream is not None:
             grad = grad * asarray(upstream).reshape(labels.shape)[..., None]
         if not self.from_logits:
@@ -417,12 +417,6 @@ def _through_clipped_log(grad: Any, p: Any) -> Any:
     return np.where(_clip_passes(p), grad * (1 / _clipped(p)), 0).astype(p.dtype, copy=False)
 
 
-def _softmax(x: Any, axis: int) -> Any:
-    """TF's softmax cross-entropy kernels' probabilities: ``exp(x - max) / sum(exp(x - max))``."""
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def _log_sum_exp(x: Any, axis: int) -> tuple[Any, Any]:
     """``x - max(x)`` along ``axis`` and the log of the sum of its exponentials (TF's stable softmax terms)."""
     shifted = x - x.max(axis=axis, keepdims=True)
@@ -483,7 +477,7 @@ class CategoricalCrossentropy(_DenseCrossentropy):
 
     def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
         if self.from_logits:  # TF's op gradient: softmax minus the labels
-            return upstream * (_softmax(y_pred, self.axis) - y_true)
+            return upstream * (activations.softmax(y_pred, self.axis) - y_true)
         total = y_pred.sum(axis=self.axis, keepdims=True)
         normalised = y_pred / total
         grad = _through_clipped_log(y_true * -upstream, normalised)  # -sum(t * log(clip(p / total)))
