@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autodiff import GradientTape, track, untracked, watching
+from ..autodiff import GradientTape, recording, track, untracked, watching
 from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
@@ -196,8 +196,9 @@ class Model:
         """The model's output; on a recording ``GradientTape`` a value the tape differentiates. A sigmoid or softmax
         output remembers its logits (as Keras' does), through which the cross-entropy losses differentiate."""
         out, caches = self._forward(untracked(x), training)
-        for var in self.trainable_variables:
-            watching(var)  # the model reads its weights: the tapes that watch reads remember them
+        if recording():  # the model reads its weights: the tapes that watch reads remember them
+            for var in self.trainable_variables:
+                watching(var)
         logits = self.layers[-1]._logits(caches[-1]) if self.layers else None
 
         def backward_from(value: Any, from_logits: bool) -> Any:
