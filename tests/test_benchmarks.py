@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_sim_step.py"
 
 
+@functools.cache
 def _load():
     spec = importlib.util.spec_from_file_location("bench_sim_step", BENCH)
     module = importlib.util.module_from_spec(spec)
@@ -17,7 +19,9 @@ def _load():
     return module
 
 
-def test_simulated_step_gives_the_plain_numpy_update():
+def test_simulated_step_runs_and_split_gradients_add_up_to_the_whole_batch():
+    """The 8-replica step runs on a simulated cluster (4 devices here), and the benchmark's premise holds: the
+    gradients of two halves of the batch, each scaled by the global batch, add up to the whole batch's."""
     bench = _load()
     assert bench.simulated(steps=1, devices=4) > 0.0
     x, y = bench.data()
@@ -30,6 +34,7 @@ def test_simulated_step_gives_the_plain_numpy_update():
 
 
 def test_allreduce_timing_runs_on_several_workers():
+    """The all-reduce timing runs across workers (2 x 2 replicas, 16 values) and reports one time per repeat."""
     bench = _load()
     times = bench.allreduce_1m(workers=2, devices=2, repeats=2, size=16)
     assert len(times) == 2 and all(t >= 0.0 for t in times)
