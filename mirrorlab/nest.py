@@ -8,20 +8,38 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["is_nested", "flatten", "pack_sequence_as", "map_structure", "assert_same_structure"]
+__all__ = ["is_nested", "is_flat_sequence", "flatten", "pack_sequence_as", "map_structure", "assert_same_structure"]
 
 
-_NESTED_TYPES: dict[type, bool] = {}
+_LEAF, _SEQUENCE, _NAMEDTUPLE, _MAPPING = range(4)
+
+
+class _KindCache(dict):
+    """How tf.nest treats each type, cached per type: the ABC check for ``Mapping`` is the slow part, and every
+    collective asks it of every leaf."""
+
+    def __missing__(self, cls: type) -> int:
+        if issubclass(cls, Mapping):
+            kind = _MAPPING
+        elif issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            kind = _NAMEDTUPLE
+        else:
+            kind = _SEQUENCE if issubclass(cls, (tuple, list)) else _LEAF
+        self[cls] = kind
+        return kind
+
+
+_KINDS = _KindCache()
 
 
 def is_nested(value: Any) -> bool:
-    """True for the containers tf.nest descends into (the answer is cached per type: the ABC check for
-    ``Mapping`` is the slow part, and every collective asks it of every leaf)."""
-    kind = type(value)
-    nested = _NESTED_TYPES.get(kind)
-    if nested is None:
-        nested = _NESTED_TYPES[kind] = issubclass(kind, (tuple, list, dict, Mapping))
-    return nested
+    """True for the containers tf.nest descends into."""
+    return _KINDS[type(value)] != _LEAF
+
+
+def is_flat_sequence(value: Any) -> bool:
+    """True for a list or tuple (namedtuples too) whose items are all leaves: its items are its leaves."""
+    return _KINDS[type(value)] in (_SEQUENCE, _NAMEDTUPLE) and not any(map(is_nested, value))
 
 
 def _is_namedtuple(value: Any) -> bool:
@@ -36,7 +54,7 @@ def _sorted_keys(mapping: Mapping) -> list:
 
 
 def _children(value: Any) -> list:
-    if isinstance(value, Mapping):
+    if _KINDS[type(value)] == _MAPPING:
         return [value[k] for k in _sorted_keys(value)]
     return list(value)
 
@@ -45,11 +63,16 @@ def flatten(structure: Any) -> list:
     """All leaves of ``structure`` in tf.nest order."""
     if not is_nested(structure):
         return [structure]
-    if isinstance(structure, (tuple, list)) and not any(map(is_nested, structure)):
-        return list(structure)  # the common flat case, without the walk
+    children = _children(structure)
+    if any(map(is_nested, children)):
+        return _flatten_walk(structure)
+    return children  # the common flat case (a list, tuple or dict of leaves), without the walk
+
+
+def _flatten_walk(structure: Any) -> list:
+    """``flatten`` for any structure, by an iterative depth-first walk (deep nests stay off the recursion limit)."""
     out: list = []
     stack = [structure]
-    # Iterative depth-first walk keeps deep nests off the recursion limit.
     while stack:
         item = stack.pop()
         if is_nested(item):
@@ -60,10 +83,11 @@ def flatten(structure: Any) -> list:
 
 
 def _rebuild(template: Any, children: list) -> Any:
-    if isinstance(template, Mapping):
+    kind = _KINDS[type(template)]
+    if kind == _MAPPING:
         values = dict(zip(_sorted_keys(template), children))
         return type(template)((k, values[k]) for k in template)
-    if _is_namedtuple(template):
+    if kind == _NAMEDTUPLE:
         return type(template)(*children)
     return type(template)(children)
 
@@ -71,6 +95,16 @@ def _rebuild(template: Any, children: list) -> Any:
 def pack_sequence_as(structure: Any, flat: list) -> Any:
     """Rebuild ``structure`` with its leaves replaced, in order, by ``flat``."""
     flat = list(flat)
+    if is_nested(structure):
+        children = _children(structure)
+        if not any(map(is_nested, children)):  # the common flat case, without the walk
+            _check_count(len(children), flat)
+            return _rebuild(structure, flat)
+    return _pack_walk(structure, flat)
+
+
+def _pack_walk(structure: Any, flat: list) -> Any:
+    """``pack_sequence_as`` for any structure, by a recursive walk."""
     pos = 0
 
     def build(template: Any) -> Any:
@@ -80,12 +114,15 @@ def pack_sequence_as(structure: Any, flat: list) -> Any:
             return flat[pos - 1]
         return _rebuild(template, [build(c) for c in _children(template)])
 
-    count = len(flatten(structure))
+    _check_count(len(_flatten_walk(structure)), flat)
+    return build(structure)
+
+
+def _check_count(count: int, flat: list) -> None:
     if count != len(flat):
         raise ValueError(
             f"Could not pack sequence. Structure had {count} atoms, but flat_sequence had {len(flat)} items."
         )
-    return build(structure)
 
 
 def assert_same_structure(a: Any, b: Any) -> None:

@@ -135,8 +135,8 @@ def _own(result: Any) -> Any:
 def _same_structures(requests: list[SyncRequest]) -> list[Any]:
     """The value structure of each replica's request; they must all match."""
     structures = [r.payload[0] for r in requests]
-    if _flat_signature(structures[0]) is not None and all(
-            _flat_signature(s) == _flat_signature(structures[0]) for s in structures[1:]):
+    first = _flat_signature(structures[0])
+    if first is not None and all(_flat_signature(s) == first for s in structures[1:]):
         return structures
     for k, s in enumerate(structures[1:], start=1):
         try:
@@ -152,6 +152,6 @@ def _flat_signature(structure: Any) -> tuple | None:
     """(container type, length) of a flat tuple/list or a leaf; None for deeper nests (checked in full)."""
     if not nest.is_nested(structure):
         return (None, 0)
-    if isinstance(structure, (tuple, list)) and not any(map(nest.is_nested, structure)):
+    if nest.is_flat_sequence(structure):
         return (type(structure), len(structure))
     return None
