@@ -167,10 +167,21 @@ def frozen(array: Any) -> Any:
     return array
 
 
+class _DtypeNames(dict):
+    """TF's spelling of each NumPy dtype, cached: NumPy computes ``dtype.name`` anew on every access."""
+
+    def __missing__(self, dtype: np.dtype) -> str:
+        name = self[dtype] = "string" if is_string(dtype) else dtype.name
+        return name
+
+
+_DTYPE_NAMES = _DtypeNames()
+
+
 def dtype_name(array: Any) -> str:
     """The dtype of an array (or a dtype) as TF spells it (``float32``, ``int64``, ``bool``, ``string``)."""
-    dtype = np.dtype(getattr(array, "dtype", array))
-    return "string" if is_string(dtype) else dtype.name
+    dtype = getattr(array, "dtype", array)
+    return _DTYPE_NAMES[dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)]
 
 
 def shape_of(array: Any) -> tuple[int, ...]:
