@@ -4,8 +4,6 @@ replica (inside ``strategy.run``) or in cross-replica context (inside ``scope()`
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,16 +49,24 @@ def experimental_set_strategy(strategy: "Strategy | None") -> None:
     _tls.base = None if strategy is None else Frame(strategy, None)
 
 
-@contextmanager
-def enter(strategy: "Strategy", replica: "ReplicaContext | None", update: int | None = None) -> Iterator[None]:
+class enter:  # noqa: N801 (used like a function: ``with context.enter(...)``)
     """Make ``strategy`` current on this thread, in replica context if ``replica`` is given; ``update`` (in
-    cross-replica context) is the local copy being updated: distributed variables read and write only it."""
-    stack = _stack()
-    stack.append(Frame(strategy, replica, update))
-    try:
-        yield
-    finally:
-        stack.pop()
+    cross-replica context) is the local copy being updated: distributed variables read and write only it.
+
+    A class rather than a ``@contextmanager`` generator: every replica enters one per step and per variable
+    update, and a generator costs twice as much."""
+
+    __slots__ = ("_frame", "_stack")
+
+    def __init__(self, strategy: "Strategy", replica: "ReplicaContext | None", update: int | None = None) -> None:
+        self._frame = Frame(strategy, replica, update)
+
+    def __enter__(self) -> None:
+        self._stack = _stack()
+        self._stack.append(self._frame)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.pop()
 
 
 def get_strategy() -> "Strategy":
