@@ -298,7 +298,9 @@ class Strategy:
         def replica_fn(k: int) -> Callable[[], Any]:
             def call() -> Any:
                 with context.enter(self, ReplicaContext(self, k)):
-                    return fn(*place(select_replica(k, tuple(args)), k), **place(select_replica(k, kwargs), k))
+                    replica_args = place(select_replica(k, tuple(args)), k) if args else ()
+                    replica_kwargs = place(select_replica(k, kwargs), k) if kwargs else {}  # usually none
+                    return fn(*replica_args, **replica_kwargs)
             return ext._placement.bind(k, call)
 
         with context.enter(self, None):
