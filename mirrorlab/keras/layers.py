@@ -1,15 +1,19 @@
-"""Layers with explicit forward and backward passes.
+"""Keras' ``Layer`` (user layers compose others in ``call``) and the built-in layers with explicit forward and
+backward passes.
 
-``_forward(x, training)`` returns the output and a cache; ``_backward(cache, dy)`` returns the input
-gradient and the weight gradients. Caches travel with the call, never on the layer, so replicas that
-run the same layer in turn cannot overwrite each other's state.
+A built-in layer's ``_forward(x, training)`` returns the output and a cache; ``_backward(cache, dy)`` returns the
+input gradient and the weight gradients. Caches travel with the call, never on the layer, so replicas that run the
+same layer in turn cannot overwrite each other's state.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import threading
 from abc import ABC, abstractmethod
-
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +21,8 @@ import numpy as np
 from ..distribute import context
 from ..distribute.variables import Variable
 from ..tensor import array_module, asarray, like
-from ..autodiff import track, watching
+from ..autodiff import recording, track, untracked, watching
+from ..name_scope import name_scope
 from . import activations, initializers, regularizers
 from .naming import auto_name
 
@@ -25,47 +30,112 @@ __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Drop
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization"]
 
 
-class Layer(ABC):
-    """Base layer: weights are mirrorlab Variables created by ``build`` (in the active strategy scope)."""
+class Layer:
+    """Keras' base layer. ``build`` creates the weights (``add_weight``, in the active strategy's scope, named under
+    the layer's name scope); ``call`` computes. A subclass overrides ``call`` with other layers and tensor functions,
+    which a recording ``GradientTape`` differentiates; the built-in layers have their own forward and backward passes
+    (``BuiltinLayer``). Layers and variables set as attributes are tracked, as Keras tracks them: their weights are this
+    layer's (own weights first), and checkpoints save them under the attribute's name (layers held in lists or
+    dicts are listed and trained but, as in TF 2.21, not saved by ``tf.train.Checkpoint``)."""
+
+    _names_sublayers = True  # calls open the layer's name scope (built-in layers, which make none, skip it)
 
     def __init__(self, name: str | None = None, input_shape: tuple | None = None, input_dim: int | None = None,
-                 dtype: Any = "float32") -> None:
+                 dtype: Any = "float32", trainable: bool = True, **kwargs: Any) -> None:
+        if kwargs:
+            raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: {kwargs}")
+        self._layers: list[Layer] = []  # tracked sublayers, in the order they were set
+        self._attributes: dict[str, Any] = {}  # attribute name -> layer or variable: the checkpoint's children
         self.name = name or auto_name(type(self).__name__)
         self.dtype = np.dtype(dtype)
         if input_dim is not None and input_shape is None:
             input_shape = (input_dim,)
         self.input_shape = None if input_shape is None else tuple(input_shape)
         self.built = False
-        self._weights: dict[str, Variable] = {}
-        self._regularizers: dict[str, Any] = {}
+        self.trainable = bool(trainable)  # False freezes every weight of the layer and its sublayers
+        self._weights: list[tuple[str, Variable]] = []  # (name given to add_weight, variable), in creation order
+        self._regularizers: list[tuple[Variable, Any]] = []
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        tracked = self.__dict__.get("_attributes")
+        if tracked is not None:
+            tracked.pop(name, None)
+            if isinstance(value, (Layer, Variable)):
+                tracked[name] = value
+            for layer in _layers_in(value):
+                if all(layer is not known for known in self._layers):
+                    self._layers.append(layer)
+        object.__setattr__(self, name, value)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's ``build`` runs under the layer's name scope (weights are named ``<layer>/<weight>``, also when
+        user code calls ``build`` itself) and marks the layer built, as Keras wraps it."""
+        super().__init_subclass__(**kwargs)
+        if "build" in cls.__dict__:
+            cls.build = _scoped_build(cls.__dict__["build"])
 
     def build(self, input_shape: tuple) -> None:
+        """Create the weights for inputs of ``input_shape`` (nothing here: sublayers build on their first call)."""
         self.built = True
 
-    def add_weight(self, name: str, shape: tuple, initializer: Any, trainable: bool = True,
-                   regularizer: Any = None) -> Variable:
-        value = initializers.get(initializer)(tuple(shape), self.dtype)
-        var = Variable(value, name=f"{self.name}/{name}", trainable=trainable)
+    def _build_on_first_call(self, input_shape: tuple) -> None:
+        """What the first call does before ``call``: ``build`` for the input's shape."""
+        self.build(tuple(input_shape))
+
+    @contextlib.contextmanager
+    def _scope(self) -> Iterator[None]:
+        """This layer's name scope, opened once however deeply its own methods nest (per thread)."""
+        opened = _calls.__dict__.setdefault("scopes", set())
+        if id(self) in opened:
+            yield
+            return
+        opened.add(id(self))
+        try:
+            with name_scope(self.name):
+                yield
+        finally:
+            opened.discard(id(self))
+
+    def add_weight(self, shape: tuple = (), initializer: Any = None, dtype: Any = None, trainable: bool = True,
+                   regularizer: Any = None, name: str | None = None, **kwargs: Any) -> Variable:
+        """A new weight of this layer, as Keras' ``add_weight`` (initializer by default glorot_uniform for floats,
+        zeros otherwise; the name by default ``variable``)."""
+        unknown = set(kwargs) - {"autocast", "constraint", "aggregation", "synchronization", "overwrite_with_gradient"}
+        if unknown:
+            raise TypeError(f"add_weight() got unexpected keyword arguments {sorted(unknown)}")
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        if initializer is None:
+            initializer = "glorot_uniform" if dtype.kind == "f" else "zeros"
+        name = "variable" if name is None else name
+        value = initializers.get(initializer)(tuple(shape), dtype)
+        with self._scope():  # also when called outside build (in __init__, say): named <layer>/<name>
+            var = Variable(value, name=name, trainable=trainable)
         var._keras_weight = True  # restored after a read with Keras' own assign (see train.restoring)
-        self._weights[name] = var
+        self._weights.append((name, var))
         if regularizer is not None:
-            self._regularizers[name] = regularizers.get(regularizer)
+            self._regularizers.append((var, regularizers.get(regularizer)))
         return var
 
     @property
     def losses(self) -> list[Any]:
-        """Each regularized weight's penalty now (differentiable on a recording ``GradientTape``)."""
+        """Each regularized weight's penalty now (differentiable on a recording ``GradientTape``), then the
+        sublayers'."""
         penalties = []
-        for name, regularizer in self._regularizers.items():
-            var = self._weights[name]
+        for var, regularizer in self._regularizers:
             watching(var)  # a recording tape that watches reads remembers it
             w = var._read()
             penalties.append(track(regularizer(w), lambda g, var=var, w=w, r=regularizer: [(var, g * r.grad(w))]))
-        return penalties
+        return penalties + [loss for layer in self._layers for loss in layer.losses]
 
     @property
     def weights(self) -> list[Variable]:
-        return list(self._weights.values())
+        """Own weights (trainable first, as Keras lists them), then each sublayer's, each once."""
+        own = [var for _, var in self._weights]
+        found = [v for v in own if v.trainable] + [v for v in own if not v.trainable]
+        found += [w for layer in self._layers for w in layer.weights]
+        return list({id(w): w for w in found}.values())
+
+    variables = weights
 
     def get_weights(self) -> list[np.ndarray]:
         """The weights' values (copies), in creation order."""
@@ -73,14 +143,32 @@ class Layer(ABC):
 
     @property
     def trainable_weights(self) -> list[Variable]:
-        return [w for w in self._weights.values() if w.trainable]
+        """The weights training updates: none of a frozen layer's (``trainable = False``, sublayers included)."""
+        if not self.trainable:
+            return []
+        found = [var for _, var in self._weights if var.trainable]
+        found += [w for layer in self._layers for w in layer.trainable_weights]
+        return list({id(w): w for w in found}.values())
+
+    trainable_variables = trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list[Variable]:
+        trainable = {id(w) for w in self.trainable_weights}
+        return [w for w in self.weights if id(w) not in trainable]
+
+    non_trainable_variables = non_trainable_weights
 
     def _checkpoint_children(self) -> dict[str, Any]:
-        """Keras 3's names: the kernel is tracked as ``_kernel`` (checkpoint keys ``.../_kernel``)."""
-        return {("_kernel" if name == "kernel" else name): var for name, var in self._weights.items()}
+        """The layers and variables set as attributes, by attribute name (as TF's object graph tracks them)."""
+        return dict(self._attributes)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
-        return input_shape
+        """The output shape for inputs of ``input_shape``: found by calling the layer (not training) on zeros of that
+        shape (an unknown dimension as 1), as Keras traces a layer on a symbolic input."""
+        out = tuple(self(np.zeros(tuple(1 if d is None else int(d) for d in input_shape), self.dtype),
+                         training=False).shape)
+        return (None, *out[1:]) if input_shape and input_shape[0] is None else out
 
     def check_input_shape(self, shape: tuple) -> None:
         """Keras' input spec of the built layer, checked on an input of ``shape`` (None: unknown); none here."""
@@ -88,6 +176,85 @@ class Layer(ABC):
     def _convert_input(self, x: Any) -> Any:
         """Keras' autocast: a floating input in the layer's dtype (float64 data gives float32 outputs)."""
         return x.astype(self.dtype) if x.dtype.kind == "f" and x.dtype != self.dtype else x
+
+    def call(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """The layer's computation; a subclass of ``Layer`` must define it."""
+        raise NotImplementedError(f"Exception encountered when calling {type(self).__name__}.call().\n\n"
+                                  f"\x1b[1mLayer {type(self).__name__} does not have a `call` method implemented."
+                                  "\x1b[0m\n\nFix: define call(self, inputs) in the layer's class.")
+
+    def __call__(self, inputs: Any, *args: Any, training: Any = None, **kwargs: Any) -> Any:
+        """Build on the first input, then ``call``. The training mode is ``training`` if given, else that of the layer
+        call this one runs inside (Keras' call context); it reaches ``call`` when its signature takes ``training``,
+        and the layers ``call`` uses either way."""
+        if isinstance(inputs, InputLayer):
+            from .models import FUNCTIONAL_REFUSED  # (models builds on layers)
+            raise NotImplementedError(FUNCTIONAL_REFUSED)
+        outer = getattr(_calls, "training", None)
+        mode = outer if training is None else training
+        if not self.built:
+            self._build_on_first_call(np.shape(untracked(inputs)))
+        if mode is not None and takes_training(self):
+            kwargs["training"] = mode
+        _calls.training = mode
+        try:
+            if not self._names_sublayers:
+                return self.call(inputs, *args, **kwargs)
+            with self._scope():  # sublayers built on this first call are named under this layer
+                return self.call(inputs, *args, **kwargs)
+        finally:
+            _calls.training = outer
+
+
+_calls = threading.local()  # ``training``: the mode of the layer call in progress (Keras' call context); ``scopes``
+
+
+def _scoped_build(build: Callable[..., None]) -> Callable[..., None]:
+    """``build`` run under the layer's name scope, then marking it built."""
+    @functools.wraps(build)
+    def scoped(self: Layer, input_shape: Any, *args: Any, **kwargs: Any) -> None:
+        with self._scope():
+            build(self, input_shape, *args, **kwargs)
+        self.built = True
+    return scoped
+
+
+def takes_training(layer: Layer) -> bool:
+    """Whether the layer's ``call`` has a ``training`` parameter (cached per class)."""
+    cls = type(layer)
+    cached = _TAKES_TRAINING.get(cls)
+    if cached is None:
+        cached = _TAKES_TRAINING[cls] = "training" in inspect.signature(cls.call).parameters
+    return cached
+
+
+_TAKES_TRAINING: dict[type, bool] = {}
+
+
+def _layers_in(value: Any) -> list["Layer"]:
+    """The layers ``value`` holds: itself, or the items of a list, tuple or dict (nested), as Keras tracks them."""
+    if isinstance(value, Layer):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [layer for item in value for layer in _layers_in(item)]
+    return []
+
+
+class BuiltinLayer(Layer, ABC):
+    """A built-in layer: ``_forward(x, training)`` returns the output and a cache, ``_backward(cache, dy)`` the input
+    gradient and the trainable weights' gradients; ``call`` runs the forward pass and, while a tape records, makes the
+    output differentiable through the backward pass."""
+
+    _names_sublayers = False
+
+    def _checkpoint_children(self) -> dict[str, Any]:
+        """Keras 3's names: the kernel is tracked as ``_kernel`` (checkpoint keys ``.../_kernel``)."""
+        return {("_kernel" if name == "kernel" else name): var for name, var in self._weights}
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return input_shape
 
     @abstractmethod
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
@@ -101,17 +268,40 @@ class Layer(ABC):
         """The pre-activation values a sigmoid or softmax output remembers (Keras' ``_keras_logits``), else None."""
         return None
 
-    def __call__(self, x: Any, training: bool = False) -> Any:
-        x = self._convert_input(asarray(x))
-        if not self.built:
-            self.build(x.shape)
+    def call(self, inputs: Any, training: Any = None) -> Any:
+        x = self._convert_input(asarray(untracked(inputs)))
         self.check_input_shape(x.shape)
-        out, cache = self._forward(x, training)
-        logits = self._logits(cache)
+        out, cache = self._forward(x, bool(training))
+        return differentiable(self, inputs, out, cache)
+
+
+def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> Any:
+    """``out`` of ``layer`` on ``inputs`` (with its logits when it keeps them); while a tape records, a value the tape
+    differentiates through ``layer``'s backward pass to ``inputs`` and the layer's trainable weights (from the
+    logits' gradient when a cross-entropy uses them)."""
+    logits = layer._logits(cache)
+    if not recording():
         return out if logits is None else activations.with_logits(out, logits)
+    weights = layer.trainable_weights
+    for var in weights:
+        watching(var)  # the tapes that watch reads remember them
+
+    def backward_from(value: Any, from_logits: bool) -> Any:
+        def backward(g: Any) -> list[tuple[Any, Any]]:
+            step = layer._backward_from_logits if from_logits else layer._backward
+            dx, grads = step(cache, like(asarray(g, value.dtype), value))
+            return [(inputs, dx), *zip(weights, grads)]
+        return backward
+    if logits is None:
+        return track(out, backward_from(out, False), (inputs,))
+    tracked_logits = track(logits, backward_from(logits, True), (inputs,))
+    result = track(out, lambda g: [(tracked_logits, layer._activation_grad(cache, like(asarray(g, out.dtype), out)))],
+                   (tracked_logits,))
+    activations.with_logits(out, logits)  # metrics read the plain output
+    return activations.with_logits(result, tracked_logits)
 
 
-class InputLayer(Layer):
+class InputLayer(BuiltinLayer):
     """Declares the input shape (``shape``, or the legacy ``input_shape``); passes data through."""
 
     def __init__(self, shape: tuple | None = None, name: str | None = None, input_shape: tuple | None = None,
@@ -130,7 +320,7 @@ def Input(shape: tuple, name: str | None = None, dtype: Any = "float32") -> Inpu
     return InputLayer(shape=tuple(shape), name=name, dtype=dtype)
 
 
-class _Activated(Layer):
+class _Activated(BuiltinLayer):
     """A layer ending in an activation: its caches end with ``(z, a)``, the pre-activation and the output."""
 
     activation: activations.Activation
@@ -164,10 +354,10 @@ class _KernelBias(_Activated):
         self.bias_regularizer = regularizers.get(bias_regularizer)
 
     def _build_kernel_bias(self, kernel_shape: tuple, bias_shape: tuple) -> None:
-        self.kernel = self.add_weight("kernel", kernel_shape, self.kernel_initializer,
-                                      regularizer=self.kernel_regularizer)
-        self.bias = self.add_weight("bias", bias_shape, self.bias_initializer, regularizer=self.bias_regularizer) \
-            if self.use_bias else None
+        self.kernel = self.add_weight(kernel_shape, self.kernel_initializer, regularizer=self.kernel_regularizer,
+                                      name="kernel")
+        self.bias = self.add_weight(bias_shape, self.bias_initializer, regularizer=self.bias_regularizer,
+                                    name="bias") if self.use_bias else None
         self.built = True
 
 
@@ -221,7 +411,7 @@ class Dense(_KernelBias):
         return dz @ kernel.T, grads
 
 
-class Flatten(Layer):
+class Flatten(BuiltinLayer):
     """Collapse all but the batch dimension."""
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
@@ -234,7 +424,7 @@ class Flatten(Layer):
         return dy.reshape(cache), []
 
 
-class Reshape(Layer):
+class Reshape(BuiltinLayer):
     """Reshape everything but the batch dimension to ``target_shape`` (one entry may be -1)."""
 
     def __init__(self, target_shape: tuple, **kwargs: Any) -> None:
@@ -268,7 +458,7 @@ class Activation(_Activated):
         return dz, []
 
 
-class Dropout(Layer):
+class Dropout(BuiltinLayer):
     """Zero each input with probability ``rate`` while training and scale the rest by ``1 / (1 - rate)``; the
     identity at inference. ``noise_shape`` shares one draw along its dimensions of 1 (None: the input's size).
 

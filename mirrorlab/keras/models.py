@@ -1,4 +1,5 @@
-"""``Sequential`` models with ``compile``/``fit``/``evaluate`` on any mirrorlab strategy.
+"""Keras models (``Sequential`` and subclasses of ``Model``) with ``compile``/``fit``/``evaluate`` on any mirrorlab
+strategy.
 
 ``fit`` runs one ``strategy.run`` per step and scales the loss as Keras 3 on TF 2.21 does: each replica
 takes the mean over its own batch divided by the number of replicas, and one all-reduce sums the
@@ -8,21 +9,20 @@ behaviour, kept for conformance; custom loops get the exact mean from ``compute_
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
 import numpy as np
 
-from ..autodiff import GradientTape, recording, track, untracked, watching
+from ..autodiff import GradientTape, track, untracked
 from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
 from ..distribute.values import PerReplicaSpec
 from ..distribute.variables import Variable
-from ..name_scope import name_scope
-from ..tensor import array_module, asarray, is_cupy, like, to_host
+from ..tensor import array_module, asarray, is_cupy, to_host
 from ..train.checkpoint import restore_on_create
-from . import activations
 from . import losses as losses_lib
 from . import metrics as metrics_lib
 from . import optimizers as optimizers_lib
@@ -31,18 +31,26 @@ from .callbacks import BatchLogs, Callback, CallbackList, History
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .epoch_iterator import EpochIterator
-from .layers import InputLayer, Layer
+from .layers import InputLayer, Layer, takes_training
 from .naming import auto_name
 
 __all__ = ["Model", "Sequential"]
 
+FUNCTIONAL_REFUSED = ("mirrorlab.keras builds Sequential models and subclasses of Model, not functional models "
+                      "(keras.Model(inputs, outputs), or a layer called on keras.Input).\nFix: list the layers in "
+                      "keras.Sequential([keras.Input(shape), ...]), or subclass keras.Model and call the layers in "
+                      "its call().")
 
-class Model:
-    """A stack of layers trained with explicit backward passes; remembers the strategy it was built in."""
 
-    def __init__(self, name: str | None = None) -> None:
-        self.name = name or auto_name(type(self).__name__)
-        self._layers: list[Layer] = []  # as added, an InputLayer included
+class Model(Layer):
+    """A model trained with ``compile``/``fit``; remembers the strategy it was made in. ``Sequential`` applies its
+    layers in order (``call`` here); a subclass defines ``call`` with the layers it sets as attributes, which are
+    built (in the strategy's scope) on the model's first call, as Keras builds a subclassed model."""
+
+    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        if args or {"inputs", "outputs"} & set(kwargs):
+            raise NotImplementedError(FUNCTIONAL_REFUSED)
+        super().__init__(name=name or auto_name(type(self).__name__), **kwargs)
         # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None
         self._compile_metrics: CompileMetrics | None = None
@@ -53,8 +61,25 @@ class Model:
         self._traced_shapes: tuple[tuple, tuple] | None = None  # static label and output shapes of the data
         self._traced_weight_shape: tuple | None = None  # and its sample weights' (None without them)
         self._loss_built = False  # Keras' compiled loss was built (in a strategy's scope: on the first batch)
+        self._called = False  # a subclass's layers were built by a first call
+        self._output_shapes: dict[tuple, tuple] = {}  # a subclass's output shape by input shape
 
     # -- structure ---------------------------------------------------------------------------------
+
+    @property
+    def _in_sequence(self) -> bool:
+        """Whether the model applies its layers in order (Sequential), rather than a subclass's own ``call``."""
+        return type(self).call is Model.call
+
+    @property
+    def built(self) -> bool:
+        if self._in_sequence:
+            return bool(self.layers) and all(layer.built for layer in self.layers)
+        return self._built
+
+    @built.setter
+    def built(self, value: bool) -> None:
+        self._built = value
 
     @property
     def distribute_strategy(self) -> Any:
@@ -75,44 +100,50 @@ class Model:
         """The model's layers, without a leading InputLayer (as Keras lists them)."""
         return self._layers[1:] if self._layers and isinstance(self._layers[0], InputLayer) else list(self._layers)
 
-    @property
-    def built(self) -> bool:
-        return bool(self.layers) and all(layer.built for layer in self.layers)
-
-    @property
-    def weights(self) -> list[Variable]:
-        return [w for layer in self.layers for w in layer.weights]
-
-    variables = weights
-
-    @property
-    def trainable_variables(self) -> list[Variable]:
-        return [w for layer in self.layers for w in layer.trainable_weights]
-
-    trainable_weights = trainable_variables
-
     def _checkpoint_children(self) -> dict[str, Any]:
-        """Keras 3's object graph: built layers under ``_functional/_operations`` (index 0 is the input layer,
-        which holds no variables), then the optimizer, so checkpoint keys match TF's."""
+        """Keras 3's object graph: a Sequential's built layers under ``_functional/_operations`` (index 0 is the input
+        layer, which holds no variables), a subclass's layers and variables by attribute; then the optimizer, so
+        checkpoint keys match TF's."""
         children: dict[str, Any] = {}
-        if self.built:
+        if not self._in_sequence:
+            children.update(super()._checkpoint_children())
+            children.pop("optimizer", None)
+        elif self.built:
             children["_functional"] = {"_operations": [None, *self.layers]}
         if self._optimizer is not None:
             children["optimizer"] = self._optimizer
         return children
 
     def build(self, input_shape: tuple) -> None:
-        """Create every layer's weights for inputs of ``input_shape`` (batch dimension first)."""
+        """Create every layer's weights for inputs of ``input_shape`` (batch dimension first). A subclass is only marked
+        built, as Keras 3 builds it: its layers build on its first call."""
+        if not self._in_sequence:
+            return
         shape = tuple(input_shape)
-        with self._strategy.scope(), name_scope(self.name):  # TF names the weights sequential/dense/kernel:0
+        with self._strategy.scope():  # under the model's name scope: TF names the weights sequential/dense/kernel:0
             for layer in self.layers:
                 if not layer.built:
                     layer.build(shape)
                 shape = layer.compute_output_shape(shape)
         restore_on_create(self)  # values a checkpoint read before the weights existed
 
-    def get_weights(self) -> list[np.ndarray]:
-        return [w.numpy() for w in self.weights]
+    def _build_on_first_call(self, input_shape: tuple) -> None:
+        """A Sequential builds all its layers; a subclass's first call is its build (see ``__call__``)."""
+        if self._in_sequence:
+            self.build(input_shape)
+
+    def _make_state(self, input_shape: tuple) -> None:
+        """Create the weights for inputs of ``input_shape`` before a step: build a Sequential, or call a subclass on
+        zeros (not training) unless it was called before."""
+        if self._in_sequence:
+            if not self.built:
+                self.build(input_shape)
+        elif not self._called:
+            self.compute_output_shape(input_shape)
+
+    def _output(self, x: Any, training: bool) -> Any:
+        """The model's output in a step: ``training`` is passed only to a ``call`` that takes it, as Keras' steps do."""
+        return self(x, training=training) if takes_training(self) else self(x)
 
     def set_weights(self, weights: list[Any]) -> None:
         for var, value in zip(self.weights, weights, strict=True):
@@ -138,23 +169,51 @@ class Model:
             print_fn(f"  {layer.name:<24} {sum(int(np.prod(w.shape)) for w in layer.weights):>10} params")
         print_fn(f"Total params: {self.count_params()}")
 
-    # -- forward and backward ----------------------------------------------------------------------
+    # -- forward -----------------------------------------------------------------------------------
 
-    def _forward(self, x: Any, training: bool) -> tuple[Any, list[Any]]:
-        x = asarray(x)
-        if not self.built:
-            self.build(x.shape)
-        self._check_input(x.shape, training)
-        self._follow(x)
-        caches = []
+    def call(self, inputs: Any, training: Any = None) -> Any:
+        """The layers applied in order (a subclass defines its own ``call``)."""
+        x = inputs
         for layer in self.layers:
-            x, cache = layer._forward(layer._convert_input(x), training)
-            caches.append(cache)
-        return x, caches
+            x = layer(x, training=training)
+        return x
+
+    def __call__(self, inputs: Any, *args: Any, training: Any = None, **kwargs: Any) -> Any:
+        """The model's output; on a recording ``GradientTape`` a value the tape differentiates (each layer's output
+        is; a sigmoid or softmax output remembers its logits, through which the cross-entropy losses differentiate).
+        A subclass's first call builds its layers in the model's strategy scope."""
+        x = untracked(inputs)
+        if self._in_sequence:
+            shape = np.shape(x)
+            if not self.built:
+                self.build(shape)
+            self._check_input(shape, bool(training))
+        self._follow(x)
+        if self._in_sequence or self._called:
+            return super().__call__(inputs, *args, training=training, **kwargs)
+        in_run = context.get_strategy() is self._strategy and not context.in_cross_replica_context()
+        with contextlib.nullcontext() if in_run else self._strategy.scope():  # in ``run`` every replica creates them
+            out = super().__call__(inputs, *args, training=training, **kwargs)
+        self._called = self.built = True
+        restore_on_create(self)
+        return out
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        if not self._in_sequence:  # a subclass: found by a call, once per input shape
+            shape = tuple(input_shape)
+            if shape not in self._output_shapes:
+                self._output_shapes[shape] = super().compute_output_shape(shape)
+            return self._output_shapes[shape]
+        shape = tuple(input_shape)
+        for layer in self.layers:
+            shape = layer.compute_output_shape(shape)
+        return shape
 
     def _check_input(self, shape: tuple, training: bool) -> None:
         """Keras' input checks of the layers on an input of ``shape`` (None where unknown, as in a traced step),
         raised as the model's call reports them."""
+        if not self._in_sequence:
+            return
         for layer in self.layers:
             try:
                 layer.check_input_shape(shape)
@@ -182,50 +241,12 @@ class Model:
         metrics = [m for m in [self._loss_tracker, *self.compiled_metrics] if m is not None]
         return [v for m in metrics for v in m.variables]
 
-    def _backward_to_input(self, caches: list[Any], dy: Any, from_logits: bool = False) -> tuple[Any, list[Any]]:
-        """The gradient w.r.t. the input and the weight gradients (in ``trainable_variables`` order); with
-        ``from_logits``, ``dy`` is the gradient w.r.t. the last layer's logits."""
-        grads: list[list[Any]] = []
-        for depth, (layer, cache) in enumerate(zip(reversed(self.layers), reversed(caches))):
-            step = layer._backward_from_logits if from_logits and depth == 0 else layer._backward
-            dy, layer_grads = step(cache, dy)
-            grads.append(layer_grads)
-        return dy, [g for layer_grads in reversed(grads) for g in layer_grads]
-
-    def __call__(self, x: Any, training: bool = False) -> Any:
-        """The model's output; on a recording ``GradientTape`` a value the tape differentiates. A sigmoid or softmax
-        output remembers its logits (as Keras' does), through which the cross-entropy losses differentiate."""
-        out, caches = self._forward(untracked(x), training)
-        if recording():  # the model reads its weights: the tapes that watch reads remember them
-            for var in self.trainable_variables:
-                watching(var)
-        logits = self.layers[-1]._logits(caches[-1]) if self.layers else None
-
-        def backward_from(value: Any, from_logits: bool) -> Any:
-            def backward(g: Any) -> list[tuple[Any, Any]]:
-                dx, grads = self._backward_to_input(caches, like(asarray(g, value.dtype), value), from_logits)
-                return [(x, dx), *zip(self.trainable_variables, grads)]
-            return backward
-        if logits is None:
-            return track(out, backward_from(out, False), (x,))
-        tracked_logits = track(logits, backward_from(logits, True), (x,))
-        result = track(out, lambda g: [(tracked_logits, self.layers[-1]._activation_grad(
-            caches[-1], like(asarray(g, out.dtype), out)))], (tracked_logits,))
-        if result is not out:
-            activations.with_logits(out, logits)  # metrics read the plain output
-        return activations.with_logits(result, tracked_logits)
-
-    @property
-    def losses(self) -> list[Any]:
-        """The regularization losses of the layers' weights (computed now from their current values)."""
-        return [loss for layer in self.layers for loss in layer.losses]
-
     def loss_and_gradients(self, x: Any, y: Any, loss: Any = None, global_batch_size: int | None = None) -> tuple:
         """``(loss, grads)`` of ``compute_average_loss(loss(y, model(x)), global_batch_size)`` for a custom
         training loop: what ``tf.GradientTape`` gives a TF user; grads follow ``trainable_variables``."""
         loss_fn = losses_lib.as_loss(loss if loss is not None else self.loss)
         with GradientTape() as tape:
-            out = self(x, training=True)
+            out = self._output(x, True)
             per_example = track(loss_fn.call(y, untracked(out)),
                                 lambda g: [(out, loss_fn.grad(y, untracked(out), g))], (out,))
             value = losses_lib.compute_average_loss(per_example, global_batch_size=global_batch_size)
@@ -254,13 +275,12 @@ class Model:
         specs = [(s._value_specs[0] if isinstance(s, PerReplicaSpec) else s) for s in
                  (spec if isinstance(spec, tuple) else (spec,))]
         x_shape = tuple(specs[0].shape)
-        if not self.built:
-            self.build(x_shape)
+        self._make_state(x_shape)
         self._check_input(x_shape, training)
         self._traced_shapes = None
         if len(specs) < 2:
             return
-        y_true_shape, y_pred_shape = tuple(specs[1].shape), self._output_shape(x_shape)
+        y_true_shape, y_pred_shape = tuple(specs[1].shape), self.compute_output_shape(x_shape)
         self._traced_shapes = (y_true_shape, y_pred_shape)
         self._traced_weight_shape = tuple(specs[2].shape) if len(specs) > 2 else None
         if self._compile_metrics is None or self._compile_metrics.built:
@@ -287,7 +307,7 @@ class Model:
         rank = len(output_shape) - 1
         if weight_shape is not None:
             rank = max(map(len, losses_lib.matched_shapes(tuple(output_shape[:-1]), tuple(weight_shape))))
-        if self.loss.reduction in (None, "none") and rank and any(layer._regularizers for layer in self.layers):
+        if self.loss.reduction in (None, "none") and rank and self.losses:
             raise ValueError(f"Shapes must be equal rank, but are {rank} and 0\nFix: give the compiled loss a "
                              "reduction (sum_over_batch_size, sum) when layers have regularizers.")
 
@@ -318,7 +338,7 @@ class Model:
         # shape errors show its shapes.
         x_shape, y_shape, weight_shape = (
             None if v is None else tuple(self._strategy.experimental_local_results(v)[0].shape) for v in (x, y, weight))
-        shapes = (y_shape, self._output_shape(x_shape))
+        shapes = (y_shape, self.compute_output_shape(x_shape))
         if metrics_unbuilt:
             self._compile_metrics.check_shapes(*shapes)
         if loss_unbuilt:
@@ -326,13 +346,6 @@ class Model:
             self.loss.check_shapes(*shapes)
             self._check_penalties_add(shapes[1], weight_shape)
         return True
-
-    def _output_shape(self, input_shape: tuple) -> tuple:
-        """The model's output shape for inputs of ``input_shape``."""
-        shape = input_shape
-        for layer in self.layers:
-            shape = layer.compute_output_shape(shape)
-        return shape
 
     def _distributed(self, data: Dataset | DistributedDataset) -> DistributedDataset:
         return data if isinstance(data, DistributedDataset) else self._strategy.experimental_distribute_dataset(data)
@@ -347,7 +360,7 @@ class Model:
         x, y, sample_weight = unpack_x_y_sample_weight(batch)
         replicas = context.get_strategy().num_replicas_in_sync
         with GradientTape() as tape:
-            out = self(x, training=train)
+            out = self._output(x, train)
             self._check_trace()
             loss = self.loss.in_step(y, out, sample_weight)
             for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
@@ -517,7 +530,7 @@ class Sequential(Model):
     """Layers applied in order; built at once when the first layer declares ``input_shape``."""
 
     def __init__(self, layers: list[Layer] | None = None, name: str | None = None) -> None:
-        super().__init__(name)
+        super().__init__(name=name)
         for layer in layers or []:
             self.add(layer)
 

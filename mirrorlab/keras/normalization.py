@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .layers import Layer
+from .layers import BuiltinLayer
 
 __all__ = ["BatchNormalization"]
 
 
-class BatchNormalization(Layer):
+class BatchNormalization(BuiltinLayer):
     """Normalizes each feature along ``axis`` (the last by default)."""
 
     def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3, center: bool = True,
@@ -40,13 +40,13 @@ class BatchNormalization(Layer):
     def build(self, input_shape: tuple) -> None:
         features = (int(input_shape[self.axis]),)  # Keras' IndexError for an axis the input does not have
         if self.scale:
-            self.gamma = self.add_weight("gamma", features, self._initializers["gamma"])
+            self.gamma = self.add_weight(features, self._initializers["gamma"], name="gamma")
         if self.center:
-            self.beta = self.add_weight("beta", features, self._initializers["beta"])
-        self.moving_mean = self.add_weight("moving_mean", features, self._initializers["moving_mean"],
-                                           trainable=False)
-        self.moving_variance = self.add_weight("moving_variance", features, self._initializers["moving_variance"],
-                                               trainable=False)
+            self.beta = self.add_weight(features, self._initializers["beta"], name="beta")
+        self.moving_mean = self.add_weight(features, self._initializers["moving_mean"], trainable=False,
+                                           name="moving_mean")
+        self.moving_variance = self.add_weight(features, self._initializers["moving_variance"], trainable=False,
+                                               name="moving_variance")
         self.built = True
 
     def _axes(self, ndim: int) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import errors
 from ..tensor import array_module
-from .layers import Layer, window_geometry
+from .layers import BuiltinLayer, window_geometry
 
 __all__ = ["AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "MaxPooling2D"]
 
@@ -40,7 +40,7 @@ def _data_format(data_format: str | None) -> str:
     return data_format
 
 
-class _Spatial(Layer):
+class _Spatial(BuiltinLayer):
     """A layer over 4-D images: Keras' ndim check, and NCHW inputs seen as NHWC."""
 
     def __init__(self, data_format: str | None = None, **kwargs: Any) -> None:

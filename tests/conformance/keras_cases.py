@@ -2057,3 +2057,126 @@ def restore_into_later_models_of_another_shape(env: KerasEnv) -> Result:
     return {"mirrored_attached": attempt(lambda: attach(True, True)),
             "mirrored_built_later": attempt(lambda: attach(True, False)),
             "default_attached": attempt(lambda: attach(False, True))}
+
+
+def _user_layers(k: Any, tf: Any, seen: list[Any]) -> tuple[type, type]:
+    """A layer with its own weights (one named, one not kept, one frozen) and a layer composed of a Dense, a Dropout
+    and a weight of its own, whose ``call`` records the ``training`` mode it was given in ``seen``."""
+
+    class Affine(k.layers.Layer):
+        def __init__(self, units: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.units = units
+
+        def build(self, input_shape: Any) -> None:
+            self.w = self.add_weight(shape=(input_shape[-1], self.units), initializer="ones", name="w")
+            self.add_weight(shape=(self.units,), initializer="zeros", name="loose")
+            self.b = self.add_weight(shape=(self.units,), initializer="ones", trainable=False)
+
+        def call(self, x: Any) -> Any:
+            return tf.matmul(x, self.w) * 0.5 + self.b
+
+    class Block(k.layers.Layer):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.inner = k.layers.Dense(2, kernel_initializer="ones")
+            self.drop = k.layers.Dropout(0.5)
+
+        def build(self, input_shape: Any) -> None:
+            self.s = self.add_weight(shape=(), initializer="ones", name="s")
+
+        def call(self, x: Any, training: Any = None) -> Any:
+            seen.append(training)
+            return self.drop(self.inner(x)) * self.s
+    return Affine, Block
+
+
+@case
+def user_layers(env: KerasEnv) -> Result:
+    """Layers written by subclassing ``Layer``: ``add_weight`` (shape, initializer, name, trainable; unnamed weights
+    are ``variable``), build on the first call under the layer's name scope, own weights before sublayers', the
+    ``training`` mode a call receives (given, or the enclosing call's), checkpoint keys by attribute name (a weight
+    not kept as an attribute is not saved), tape gradients through the composed layers, and a layer without ``call``."""
+    import os
+    import tempfile
+
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+    seen: list[Any] = []
+    affine_cls, block_cls = _user_layers(k, tf, seen)
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+    affine, block = affine_cls(2), block_cls()
+
+    def names(layer: Any) -> list[str]:
+        return [(v if callable(v.value) else v.value).name for v in layer.weights]
+
+    def keys(**objects: Any) -> list[str]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = env.train.Checkpoint(**objects).write(os.path.join(tmp, "ckpt"))
+            return sorted(name for name, _ in env.train.list_variables(path) if "OBJECT_GRAPH" not in name)
+    with tf.GradientTape() as tape:
+        out = block(affine(x))
+        loss = tf.reduce_sum(out * out)
+    grads = tape.gradient(loss, affine.trainable_variables + block.trainable_variables)
+    block(x[:, :2], training=True)
+
+    class Bare(k.layers.Layer):
+        pass
+    return {"output": out, "affine": names(affine), "affine_trainable": len(affine.trainable_weights),
+            "block": names(block), "built": [affine.built, block.built], "seen": seen, "gradients": grads,
+            "keys": keys(affine=affine, block=block), "no_call": attempt(lambda: Bare()(x))}
+
+
+@case
+def subclassed_models(env: KerasEnv) -> Result:
+    """A subclass of ``Model`` holding layers as attributes, in a list and in a dict: its name and layers, ``build``
+    (which creates no weights: a subclass builds on its first call), weights built by a first call in the strategy's
+    scope, its checkpoint keys (Keras 3 keeps lists and dicts of layers out of TF's object graph, so only the attribute
+    layers are saved until an optimizer holds the rest), a ``call`` without ``training`` (fit passes none, so the
+    layers inside get their default), and fit/evaluate/predict on 2 replicas."""
+    import os
+    import tempfile
+
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+    seen: list[Any] = []
+    _, block_cls = _user_layers(k, tf, seen)
+
+    class Net(k.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = k.layers.Dense(4, activation="relu")
+            self.stack = [k.layers.Dense(3, activation="tanh")]
+            self.heads = {"out": k.layers.Dense(2)}
+            self.block = block_cls()
+
+        def call(self, x: Any) -> Any:
+            return self.heads["out"](self.block(self.stack[0](self.first(x))))
+
+    def keys(net: Any) -> list[str]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = env.train.Checkpoint(model=net).write(os.path.join(tmp, "ckpt"))
+            return sorted(name for name, _ in env.train.list_variables(path) if "OBJECT_GRAPH" not in name)
+    rng = np.random.RandomState(3)
+    x = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+    y = rng.randint(0, 2, 8).astype(np.int64)
+    with env.strategy.scope():
+        net = Net()
+        before = {"built": net.built, "layers": [layer.name for layer in net.layers]}
+        net.build((None, 3))
+        after_build = {"built": net.built, "weights": len(net.weights)}
+        net(x)
+        net.set_weights([np.random.RandomState(w.size).uniform(-1, 1, w.shape).astype(np.float32)
+                         for w in net.get_weights()])
+        net.compile(optimizer=k.optimizers.SGD(0.1),
+                    loss=k.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    mirrored = [len(env.strategy.experimental_local_results(v if callable(v.value) else v.value)) for v in net.weights]
+    unfitted_keys = keys(net)
+    seen.clear()
+    history = net.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+    return {"name": net.name, "before": before, "after_build": after_build,
+            "layers": [layer.name for layer in net.layers], "shapes": [list(w.shape) for w in net.weights],
+            "mirrored": mirrored, "keys": unfitted_keys, "fitted_keys": keys(net),
+            "fit_training_modes": sorted(set(map(str, seen))), "history": _history(history),
+            "fitted": net.get_weights(), "evaluate": net.evaluate(x, y, batch_size=4, verbose=0),
+            "predict": net.predict(x[:3], verbose=0)}

@@ -1,0 +1,159 @@
+"""User-written Keras layers and models (subclasses of ``Layer`` and ``Model``) on mirrorlab and simulated clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mirrorlab as ml
+from mirrorlab import data as md
+from mirrorlab import keras
+from mirrorlab.sim import SimCluster
+
+RNG = np.random.default_rng(5)
+X = RNG.standard_normal((48, 6)).astype(np.float32)
+Y = np.argmax(X @ RNG.standard_normal((6, 3)), axis=1)
+
+
+class Scale(keras.layers.Layer):
+    """A layer with one weight of its own: ``x * scale``."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="scale")
+
+    def call(self, x):
+        return x * self.scale
+
+
+class Net(keras.Model):
+    """Dense -> Scale -> Dense, the second Dense held in a list (as Keras tracks lists of layers)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(8, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(1))
+        self.scale = Scale()
+        self.heads = [keras.layers.Dense(3, kernel_initializer=keras.initializers.GlorotUniform(2))]
+
+    def call(self, x):
+        return self.heads[0](self.scale(self.hidden(x)))
+
+
+def sequential_twin() -> keras.Sequential:
+    """The same network as ``Net`` with the Scale layer (all ones) left out."""
+    return keras.Sequential([keras.layers.Dense(8, activation="relu", input_shape=(6,),
+                                                kernel_initializer=keras.initializers.GlorotUniform(1)),
+                             keras.layers.Dense(3, kernel_initializer=keras.initializers.GlorotUniform(2))])
+
+
+def fit_program(make, epochs=2):
+    strategy = ml.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = make()
+        model.compile(optimizer=keras.optimizers.SGD(0.1),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(md.Dataset.from_tensor_slices((X, Y)).batch(12), epochs=epochs, verbose=0)
+    return [w.numpy() for w in model.trainable_variables], history.history["loss"]
+
+
+def test_a_subclassed_model_with_a_user_layer_trains_on_a_cluster_as_on_one_device():
+    """The tape through the user layer and the layers it holds gives exact global gradients on every cluster shape."""
+    runs = [SimCluster(workers=w, devices_per_worker=d).run(fit_program, Net).values() for w, d in ((1, 1), (2, 2))]
+    (single_weights, single_losses), = runs[0]
+    assert len(single_weights) == 5  # hidden kernel and bias, the user layer's scale, the listed head's kernel and bias
+    assert not np.array_equal(single_weights[2], np.ones(8))  # the user layer's own weight trains
+    assert single_losses[1] < single_losses[0]
+    for weights, losses in runs[1]:
+        for a, b in zip(weights, single_weights):
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+        np.testing.assert_allclose(losses, single_losses, rtol=1e-4)
+
+
+def test_a_subclassed_model_without_extra_weights_equals_sequential_bit_for_bit():
+    class Plain(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.layers_in_order = sequential_twin().layers
+
+        def call(self, x):
+            for layer in self.layers_in_order:
+                x = layer(x)
+            return x
+    keras.backend.clear_session()
+    subclassed = SimCluster(workers=2, devices_per_worker=2, seed=1).run(fit_program, Plain).values()
+    keras.backend.clear_session()
+    sequential = SimCluster(workers=2, devices_per_worker=2, seed=1).run(fit_program, sequential_twin).values()
+    for (w_sub, loss_sub), (w_seq, loss_seq) in zip(subclassed, sequential):
+        assert loss_sub == loss_seq
+        for a, b in zip(w_sub, w_seq):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_first_call_inside_run_creates_mirrored_weights_on_every_replica():
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        net = Net()
+    outputs = strategy.run(lambda: net(X[:2]))
+    first, second = strategy.experimental_local_results(outputs)
+    np.testing.assert_array_equal(first, second)
+    assert all(isinstance(w, ml.MirroredVariable) for w in net.weights)
+    assert [w.name for w in net.weights][:2] == ["net/dense/kernel:0", "net/dense/bias:0"]
+
+
+def test_training_mode_reaches_layers_inside_calls_as_keras_call_context():
+    seen = []
+
+    class Probe(keras.layers.Layer):
+        def call(self, x, training=None):
+            seen.append(training)
+            return x
+
+    class Outer(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.probe = Probe()
+
+        def call(self, x):  # takes no training: the mode given to the outer call still reaches the probe
+            return self.probe(x)
+    outer = Outer()
+    outer(X, training=True)
+    outer(X)
+    outer.probe(X, training=False)
+    assert seen == [True, None, False]
+
+
+def test_a_frozen_layer_is_not_trained():
+    keras.backend.clear_session()
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        net = Net()
+        net(X[:1])
+        net.hidden.trainable = False
+        net.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    frozen = [w.numpy() for w in net.hidden.weights]
+    net.fit(X, Y, batch_size=12, verbose=0)
+    assert len(net.trainable_variables) == 3 and len(net.non_trainable_variables) == 2
+    for before, var in zip(frozen, net.hidden.weights):
+        np.testing.assert_array_equal(before, var.numpy())
+
+
+def test_add_weight_defaults_and_a_layer_without_call_explain_themselves():
+    layer = keras.layers.Layer(name="plain")
+    with ml.name_scope("outer"):
+        floating = layer.add_weight(shape=(2, 2))
+    counter = layer.add_weight(shape=(), dtype="int64")
+    assert floating.name == "outer/plain/variable:0" and counter.numpy() == 0
+    assert not np.all(floating.numpy() == 0)  # glorot_uniform for floats
+    with pytest.raises(NotImplementedError, match="(?s)does not have a `call` method.*Fix: define call"):
+        layer(X)
+    with pytest.raises(TypeError, match="add_weight.*unexpected keyword arguments \\['shap'\\]"):
+        layer.add_weight(shap=(1,))
+
+
+def test_functional_models_are_refused_with_the_fix():
+    inputs = keras.Input((6,))
+    with pytest.raises(NotImplementedError, match="(?s)not functional models.*Fix: list the layers in keras.Sequential"):
+        keras.layers.Dense(2)(inputs)
+    with pytest.raises(NotImplementedError, match="subclass keras.Model"):
+        keras.Model(inputs=inputs, outputs=inputs)
+    with pytest.raises(NotImplementedError, match="not functional models"):
+        keras.Model(inputs, inputs)
