@@ -2180,3 +2180,53 @@ def subclassed_models(env: KerasEnv) -> Result:
             "fit_training_modes": sorted(set(map(str, seen))), "history": _history(history),
             "fitted": net.get_weights(), "evaluate": net.evaluate(x, y, batch_size=4, verbose=0),
             "predict": net.predict(x[:3], verbose=0)}
+
+
+@case
+def user_layers_in_sequential_and_custom_loops(env: KerasEnv) -> Result:
+    """A user layer inside a Sequential model (its keys under ``_functional/_operations``, fit on 2 replicas), and a
+    subclassed model whose ``call`` takes ``training`` (BatchNormalization inside) trained by a custom loop: a tape in
+    ``strategy.run``, gradients all-reduced by ``apply_gradients``, the replicas' moving statistics."""
+    import os
+    import tempfile
+
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+    affine_cls, _ = _user_layers(k, tf, [])
+    rng = np.random.RandomState(11)
+    x = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+    y = rng.randint(0, 2, 8).astype(np.int64)
+    with env.strategy.scope():
+        seq = k.Sequential([k.Input((3,)), affine_cls(4), k.layers.Dense(2, kernel_initializer="ones")])
+        seq.compile(optimizer=k.optimizers.SGD(0.05), loss=k.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = env.train.Checkpoint(model=seq).write(os.path.join(tmp, "ckpt"))
+        seq_keys = sorted(name for name, _ in env.train.list_variables(path) if "OBJECT_GRAPH" not in name)
+    history = seq.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+
+    class Normed(k.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = k.layers.Dense(3, kernel_initializer="ones")
+            self.norm = k.layers.BatchNormalization(momentum=0.5)
+            self.out = k.layers.Dense(2, kernel_initializer="ones")
+
+        def call(self, inputs: Any, training: Any = None) -> Any:
+            return self.out(self.norm(self.dense(inputs), training=training))
+    with env.strategy.scope():
+        net = Normed()
+        net(x[:1])
+        optimizer = k.optimizers.SGD(0.1)
+        loss_fn = k.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    dataset = env.strategy.experimental_distribute_dataset(env.data.Dataset.from_tensor_slices((x, y)).batch(4))
+
+    def step(features: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(loss_fn(labels, net(features, training=True)), global_batch_size=4)
+        optimizer.apply_gradients(zip(tape.gradient(loss, net.trainable_variables), net.trainable_variables))
+        return loss
+    losses = [env.strategy.reduce("sum", env.strategy.run(step, args=batch), axis=None) for batch in dataset]
+    moving = [env.local(v if callable(v.value) else v.value) for v in net.norm.non_trainable_weights]
+    return {"sequential_keys": seq_keys, "sequential_history": _history(history), "sequential": seq.get_weights(),
+            "custom_losses": losses, "custom_weights": [w.numpy() for w in net.trainable_variables],
+            "moving_statistics": moving, "inference": net(x[:2])}
