@@ -157,3 +157,15 @@ def test_functional_models_are_refused_with_the_fix():
         keras.Model(inputs=inputs, outputs=inputs)
     with pytest.raises(NotImplementedError, match="not functional models"):
         keras.Model(inputs, inputs)
+
+
+def test_a_checkpoint_read_before_the_first_call_restores_the_weights_before_they_are_used(tmp_path):
+    keras.backend.clear_session()
+    trained = Net()
+    trained(X[:2])
+    path = ml.train.Checkpoint(model=trained).save(str(tmp_path / "ckpt"))
+    fresh = Net()
+    status = ml.train.Checkpoint(model=fresh).restore(path)
+    np.testing.assert_array_equal(fresh(X[:2]), trained(X[:2]))  # the first call already sees the saved weights
+    status.assert_existing_objects_matched()
+    assert fresh.scale.built and [w.name for w in fresh.scale.weights] == ["net_1/scale_1/scale:0"]

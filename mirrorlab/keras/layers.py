@@ -23,6 +23,7 @@ from ..distribute.variables import Variable
 from ..tensor import array_module, asarray, like
 from ..autodiff import recording, track, untracked, watching
 from ..name_scope import name_scope
+from ..train.checkpoint import restore_on_create
 from . import activations, initializers, regularizers
 from .naming import auto_name
 
@@ -210,12 +211,14 @@ _calls = threading.local()  # ``training``: the mode of the layer call in progre
 
 
 def _scoped_build(build: Callable[..., None]) -> Callable[..., None]:
-    """``build`` run under the layer's name scope, then marking it built."""
+    """``build`` run under the layer's name scope, then marking it built and giving the new weights the values a
+    checkpoint read before they existed (TF's restore-on-create), before the first call uses them."""
     @functools.wraps(build)
     def scoped(self: Layer, input_shape: Any, *args: Any, **kwargs: Any) -> None:
         with self._scope():
             build(self, input_shape, *args, **kwargs)
         self.built = True
+        restore_on_create(self)
     return scoped
 
 
