@@ -256,3 +256,25 @@ def test_replica_ids_are_rank_times_devices_plus_local_index(workers, devices, c
         assert from_fn == [(i, n) for i in expected]
         all_ids += in_run
     assert sorted(all_ids) == list(range(n))
+
+
+@pytest.mark.parametrize("args, kwargs", [((), None), ([], {}), ("pr", None), ((), "pr"), ("pr", "pr")])
+def test_run_hands_each_replica_its_own_args_and_kwargs_and_nothing_when_none_are_given(args, kwargs):
+    """``run`` passes replica k its component of PerReplica args and kwargs (nested too), and no arguments at all
+    for empty or missing ones."""
+
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        per_replica = strategy.experimental_distribute_values_from_function(
+            lambda ctx: [int(ctx.replica_id_in_sync_group)])
+        call_args = (per_replica, {"n": per_replica}) if args == "pr" else args
+        call_kwargs = {"x": per_replica, "y": [per_replica]} if kwargs == "pr" else kwargs
+        seen = strategy.run(lambda *a, **kw: (ml.get_replica_context().replica_id_in_sync_group, repr((a, kw))),
+                            args=call_args, kwargs=call_kwargs)
+        return [(int(k), got) for k, got in strategy.experimental_local_results(seen)]
+
+    results = SimCluster(workers=1, devices_per_worker=3).run(program).values()[0]
+    assert [k for k, _ in results] == [0, 1, 2]
+    for k, got in results:
+        expected_args = ([k], {"n": [k]}) if args == "pr" else ()
+        assert got == repr((expected_args, {"x": [k], "y": [[k]]} if kwargs == "pr" else {}))
