@@ -248,6 +248,8 @@ def _candidate(rng: random.Random) -> Spec:
                         "steps": rng.choice((None, None, None, 1, 2, 9))}
     spec["predict"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 1, 2, 3)),
                        "steps": rng.choice((None, None, None, 1, 2, 9))}
+    if spec["init"] == "set_weights" and rng.random() < 0.3:
+        spec["subclassed"] = True  # the same layers in a subclass of Model, built by a first call
     for key in ("evaluate", "predict"):
         if spec["scope"] == "default" and spec[key]["kind"] == "distributed":
             spec[key]["kind"] = "dataset"
@@ -396,7 +398,7 @@ def _make_regularizer(keras: Any, regularizer: list[Any] | None) -> Any:
 
 
 def _model(keras: Any, s: Any, spec: Spec) -> Any:
-    """The spec's Sequential model, compiled (in ``s``'s scope or under the default strategy) and started from the
+    """The spec's Sequential model (or the same layers in a subclass of Model), compiled (in ``s``'s scope or under the default strategy) and started from the
     spec's weights."""
     layers = []
     shape = (spec["features"],)
@@ -414,7 +416,11 @@ def _model(keras: Any, s: Any, spec: Spec) -> Any:
     if separate:
         layers.append(keras.layers.Activation(spec["activation"], name="out"))
     with s.scope() if spec["scope"] == "strategy" else contextlib.nullcontext():
-        model = keras.Sequential(layers)
+        if spec.get("subclassed"):
+            model = _subclassed(keras, layers[1:] if spec["input"] == "Input" else layers)
+            model(np.zeros((1, *shape), np.float32))
+        else:
+            model = keras.Sequential(layers)
         if spec["init"] == "set_weights":
             rng = np.random.RandomState(spec["seed"])
             model.set_weights([rng.uniform(-1, 1, w.shape).astype(np.float32) for w in model.get_weights()])
@@ -422,6 +428,21 @@ def _model(keras: Any, s: Any, spec: Spec) -> Any:
                       metrics=[_make_metric(keras, m) for m in spec["metrics"]],
                       weighted_metrics=[_make_metric(keras, m) for m in spec["weighted_metrics"]] or None)
     return model
+
+
+def _subclassed(keras: Any, layers: list[Any]) -> Any:
+    """A subclass of ``keras.Model`` applying ``layers`` (held in a list) in order, passing the training mode on."""
+
+    class Stack(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stack = layers
+
+        def call(self, x: Any, training: Any = None) -> Any:
+            for layer in self.stack:
+                x = layer(x, training=training)
+            return x
+    return Stack()
 
 
 def _dataset(data: Any, s: Any, arrays: tuple, batch: int, how: Spec) -> Any:
