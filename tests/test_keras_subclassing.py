@@ -169,3 +169,23 @@ def test_a_checkpoint_read_before_the_first_call_restores_the_weights_before_the
     np.testing.assert_array_equal(fresh(X[:2]), trained(X[:2]))  # the first call already sees the saved weights
     status.assert_existing_objects_matched()
     assert fresh.scale.built and [w.name for w in fresh.scale.weights] == ["net_1/scale_1/scale:0"]
+
+
+def test_a_subclassed_models_own_build_runs_on_its_first_call_in_the_strategy_scope():
+    class Biased(keras.Model):
+        def __init__(self):
+            super().__init__(name="biased")
+            self.dense = keras.layers.Dense(2)
+
+        def build(self, input_shape):
+            self.offset = self.add_weight(shape=(2,), initializer="ones", name="offset")
+
+        def call(self, x):
+            return self.dense(x) + self.offset
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        model = Biased()
+    assert not model.built
+    model(X[:2])
+    assert model.built and [w.name for w in model.weights][0] == "biased/offset:0"
+    assert all(isinstance(w, ml.MirroredVariable) for w in model.weights)

@@ -31,6 +31,12 @@ __all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Drop
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization"]
 
 
+FUNCTIONAL_REFUSED = ("mirrorlab.keras builds Sequential models and subclasses of Model, not functional models "
+                      "(keras.Model(inputs, outputs), or a layer called on keras.Input).\nFix: list the layers in "
+                      "keras.Sequential([keras.Input(shape), ...]), or subclass keras.Model and call the layers in "
+                      "its call().")
+
+
 class Layer:
     """Keras' base layer. ``build`` creates the weights (``add_weight``, in the active strategy's scope, named under
     the layer's name scope); ``call`` computes. A subclass overrides ``call`` with other layers and tensor functions,
@@ -78,10 +84,6 @@ class Layer:
     def build(self, input_shape: tuple) -> None:
         """Create the weights for inputs of ``input_shape`` (nothing here: sublayers build on their first call)."""
         self.built = True
-
-    def _build_on_first_call(self, input_shape: tuple) -> None:
-        """What the first call does before ``call``: ``build`` for the input's shape."""
-        self.build(tuple(input_shape))
 
     @contextlib.contextmanager
     def _scope(self) -> Iterator[None]:
@@ -132,9 +134,8 @@ class Layer:
     def weights(self) -> list[Variable]:
         """Own weights (trainable first, as Keras lists them), then each sublayer's, each once."""
         own = [var for _, var in self._weights]
-        found = [v for v in own if v.trainable] + [v for v in own if not v.trainable]
-        found += [w for layer in self._layers for w in layer.weights]
-        return list({id(w): w for w in found}.values())
+        return _once([v for v in own if v.trainable] + [v for v in own if not v.trainable] +
+                     [w for layer in self._layers for w in layer.weights])
 
     variables = weights
 
@@ -147,9 +148,8 @@ class Layer:
         """The weights training updates: none of a frozen layer's (``trainable = False``, sublayers included)."""
         if not self.trainable:
             return []
-        found = [var for _, var in self._weights if var.trainable]
-        found += [w for layer in self._layers for w in layer.trainable_weights]
-        return list({id(w): w for w in found}.values())
+        return _once([var for _, var in self._weights if var.trainable] +
+                     [w for layer in self._layers for w in layer.trainable_weights])
 
     trainable_variables = trainable_weights
 
@@ -189,12 +189,11 @@ class Layer:
         call this one runs inside (Keras' call context); it reaches ``call`` when its signature takes ``training``,
         and the layers ``call`` uses either way."""
         if isinstance(inputs, InputLayer):
-            from .models import FUNCTIONAL_REFUSED  # (models builds on layers)
             raise NotImplementedError(FUNCTIONAL_REFUSED)
         outer = getattr(_calls, "training", None)
         mode = outer if training is None else training
         if not self.built:
-            self._build_on_first_call(np.shape(untracked(inputs)))
+            self.build(tuple(np.shape(untracked(inputs))))
         if mode is not None and takes_training(self):
             kwargs["training"] = mode
         _calls.training = mode
@@ -232,6 +231,11 @@ def takes_training(layer: Layer) -> bool:
 
 
 _TAKES_TRAINING: dict[type, bool] = {}
+
+
+def _once(weights: list[Variable]) -> list[Variable]:
+    """``weights`` in order, each once (a layer shared by two parents lists its weights once, as Keras)."""
+    return list({id(w): w for w in weights}.values())
 
 
 def _layers_in(value: Any) -> list["Layer"]:

@@ -31,16 +31,10 @@ from .callbacks import BatchLogs, Callback, CallbackList, History
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .epoch_iterator import EpochIterator
-from .layers import InputLayer, Layer, takes_training
+from .layers import FUNCTIONAL_REFUSED, InputLayer, Layer, takes_training
 from .naming import auto_name
 
 __all__ = ["Model", "Sequential"]
-
-FUNCTIONAL_REFUSED = ("mirrorlab.keras builds Sequential models and subclasses of Model, not functional models "
-                      "(keras.Model(inputs, outputs), or a layer called on keras.Input).\nFix: list the layers in "
-                      "keras.Sequential([keras.Input(shape), ...]), or subclass keras.Model and call the layers in "
-                      "its call().")
-
 
 class Model(Layer):
     """A model trained with ``compile``/``fit``; remembers the strategy it was made in. ``Sequential`` applies its
@@ -116,7 +110,8 @@ class Model(Layer):
 
     def build(self, input_shape: tuple) -> None:
         """Create every layer's weights for inputs of ``input_shape`` (batch dimension first). A subclass is only marked
-        built, as Keras 3 builds it: its layers build on its first call."""
+        built, as Keras 3 builds it: its layers build on its first call. (Like every ``build``, it runs under the
+        layer's name scope and then restores what a checkpoint read earlier: see ``layers._scoped_build``.)"""
         if not self._in_sequence:
             return
         shape = tuple(input_shape)
@@ -125,12 +120,6 @@ class Model(Layer):
                 if not layer.built:
                     layer.build(shape)
                 shape = layer.compute_output_shape(shape)
-        restore_on_create(self)  # values a checkpoint read before the weights existed
-
-    def _build_on_first_call(self, input_shape: tuple) -> None:
-        """A Sequential builds all its layers; a subclass's first call is its build (see ``__call__``)."""
-        if self._in_sequence:
-            self.build(input_shape)
 
     def _make_state(self, input_shape: tuple) -> None:
         """Create the weights for inputs of ``input_shape`` before a step: build a Sequential, or call a subclass on
@@ -194,17 +183,15 @@ class Model(Layer):
         in_run = context.get_strategy() is self._strategy and not context.in_cross_replica_context()
         with contextlib.nullcontext() if in_run else self._strategy.scope():  # in ``run`` every replica creates them
             out = super().__call__(inputs, *args, training=training, **kwargs)
-        self._called = self.built = True
-        restore_on_create(self)
+        self._called = True  # (each layer restored what a checkpoint read for it when it built)
         return out
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
+        shape = tuple(input_shape)
         if not self._in_sequence:  # a subclass: found by a call, once per input shape
-            shape = tuple(input_shape)
             if shape not in self._output_shapes:
                 self._output_shapes[shape] = super().compute_output_shape(shape)
             return self._output_shapes[shape]
-        shape = tuple(input_shape)
         for layer in self.layers:
             shape = layer.compute_output_shape(shape)
         return shape
