@@ -42,10 +42,6 @@ def is_flat_sequence(value: Any) -> bool:
     return _KINDS[type(value)] in (_SEQUENCE, _NAMEDTUPLE) and not any(map(is_nested, value))
 
 
-def _is_namedtuple(value: Any) -> bool:
-    return isinstance(value, tuple) and hasattr(type(value), "_fields")
-
-
 def _sorted_keys(mapping: Mapping) -> list:
     try:
         return sorted(mapping)
@@ -134,17 +130,18 @@ def assert_same_structure(a: Any, b: Any) -> None:
                              f"{type(x).__name__} vs {type(y).__name__}.")
         if not is_nested(x):
             return
-        if isinstance(x, Mapping) != isinstance(y, Mapping) or _is_namedtuple(x) != _is_namedtuple(y):
+        kind = _KINDS[type(x)]
+        if kind != _KINDS[type(y)]:  # a list and a tuple are the same kind, as in tf.nest
             raise ValueError(f"The two structures don't have the same sequence type at {path or 'the top'}: "
                              f"{type(x).__name__} vs {type(y).__name__}.")
-        if isinstance(x, Mapping) and _sorted_keys(x) != _sorted_keys(y):
+        if kind == _MAPPING and _sorted_keys(x) != _sorted_keys(y):
             raise ValueError(f"The two dictionaries at {path or 'the top'} don't have the same keys: "
                              f"{_sorted_keys(x)} vs {_sorted_keys(y)}.")
         cx, cy = _children(x), _children(y)
         if len(cx) != len(cy):
             raise ValueError(f"The two structures don't have the same number of elements at {path or 'the top'}: "
                              f"{len(cx)} vs {len(cy)}.")
-        keys = _sorted_keys(x) if isinstance(x, Mapping) else range(len(cx))
+        keys = _sorted_keys(x) if kind == _MAPPING else range(len(cx))
         for key, i, j in zip(keys, cx, cy):
             check(i, j, f"{path}[{key!r}]")
 
