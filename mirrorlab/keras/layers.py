@@ -365,7 +365,6 @@ class _KernelBias(_Activated):
                                       name="kernel")
         self.bias = self.add_weight(bias_shape, self.bias_initializer, regularizer=self.bias_regularizer,
                                     name="bias") if self.use_bias else None
-        self.built = True
 
 
 class Dense(_KernelBias):

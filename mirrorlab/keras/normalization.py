@@ -47,7 +47,6 @@ class BatchNormalization(BuiltinLayer):
                                            name="moving_mean")
         self.moving_variance = self.add_weight(features, self._initializers["moving_variance"], trainable=False,
                                                name="moving_variance")
-        self.built = True
 
     def _axes(self, ndim: int) -> tuple[int, ...]:
         return tuple(a for a in range(ndim) if a != self.axis % ndim)
