@@ -77,6 +77,7 @@ def object_graph(roots: Mapping[str, Any]) -> ObjectGraph:
     """The graph of everything reachable from ``roots`` (the root's children, in order)."""
     graph = ObjectGraph()
     first: dict[int, str] = {id(roots): ""}
+    alive: list[Any] = [roots]  # every object met stays referenced, so no id is reused by a new temporary list
     queue: deque[tuple[str, Any]] = deque([("", roots)])
     while queue:
         path, obj = queue.popleft()
@@ -84,6 +85,7 @@ def object_graph(roots: Mapping[str, Any]) -> ObjectGraph:
         for name, child in trackable_children(obj):
             if holds_no_state(child):
                 continue
+            alive.append(child)
             if name == NON_STRING_KEY and isinstance(obj, Mapping):
                 graph.unsaveable.append(obj)
             if id(child) not in first:
@@ -114,6 +116,7 @@ def match_graph(roots: Mapping[str, Any], saved: Mapping[str, Mapping[str, str]]
     once per restore), and so do its children at that node's children."""
     match = GraphMatch()
     seen: set[int] = set()
+    alive: list[Any] = []  # every object met stays referenced, so no id is reused by a new temporary list
     taken: set[str] = set()
     queue: deque[tuple[str, Any]] = deque([(start, roots)])
     while queue:
@@ -123,6 +126,7 @@ def match_graph(roots: Mapping[str, Any], saved: Mapping[str, Mapping[str, str]]
             child = children.get(name)
             if holds_no_state(child) or target in taken:
                 continue
+            alive.append(child)
             taken.add(target)
             if id(child) in seen:
                 match.rebound.append(target)
