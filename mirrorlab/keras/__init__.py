@@ -5,7 +5,8 @@ BackupAndRestore) for real multi-worker training with explicit backward passes, 
 from . import activations, backend, callbacks, datasets, initializers, layers, losses, metrics, optimizers, regularizers
 from ..distribute.variables import Variable
 from .layers import Input
-from .models import Model, Sequential
+from .models import Model
+from .sequential import Sequential
 
 
 __all__ = ["Input", "Model", "Variable", "Sequential", "activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses", "metrics",

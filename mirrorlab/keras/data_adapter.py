@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import errors
+from .. import errors, nest
 from ..data.dataset import Dataset
 from ..distribute.input_lib import DistributedDataset
+from ..tensor import asarray
 
-__all__ = ["unpack_x_y_sample_weight", "train_validation_split", "class_weight_to_sample_weights",
+__all__ = ["as_arrays", "unpack_x_y_sample_weight", "train_validation_split", "class_weight_to_sample_weights",
            "class_weight_map_fn", "as_dataset"]
 
 
@@ -32,6 +33,21 @@ def unpack_x_y_sample_weight(data: Any) -> tuple[Any, Any, Any]:
                      f"found: {data}")
 
 
+def as_arrays(x: Any) -> Any:
+    """Inputs as arrays: a list or tuple of arrays (a model's several inputs) becomes a tuple of them, a dict a dict
+    of them, anything else one array."""
+    if isinstance(x, dict):
+        return {key: asarray(value) for key, value in x.items()}
+    if isinstance(x, (list, tuple)) and x and all(len(getattr(item, "shape", ())) >= 1 for item in x):
+        return tuple(asarray(item) for item in x)
+    return asarray(x)
+
+
+def _samples(x: Any) -> int:
+    """The number of samples in arrays (the first one's, for several inputs)."""
+    return int(np.shape(nest.flatten(x)[0])[0])
+
+
 def _is_dataset(x: Any) -> bool:
     return isinstance(x, (Dataset, DistributedDataset))
 
@@ -44,22 +60,22 @@ def _sliceable(x: Any) -> bool:
 def train_validation_split(arrays: tuple[Any, Any, Any], validation_split: float) -> tuple[tuple, tuple]:
     """``(train, validation)`` of ``(x, y, sample_weight)``: validation is the last ``validation_split`` of the samples
     (Keras' arithmetic: training keeps ``floor(n * (1 - validation_split))`` of them)."""
-    unsplitable = [type(t) for t in arrays if not _sliceable(t)]
+    unsplitable = [type(t) for t in nest.flatten(list(arrays)) if not _sliceable(t)]
     if unsplitable:
         raise ValueError("Argument `validation_split` is only supported for tensors or NumPy arrays."
                          f"Found incompatible type in the input: {unsplitable}")
-    parts = [None if t is None else np.asarray(t) for t in arrays]
+    parts = [None if t is None else as_arrays(t) for t in arrays]
     present = [t for t in parts if t is not None]
     if not present:
         return arrays, arrays
-    samples = int(present[0].shape[0])
+    samples = _samples(present[0])
     split_at = int(math.floor(samples * (1.0 - validation_split)))
     if split_at in (0, samples):
         raise ValueError(f"Training data contains {samples} samples, which is not sufficient to split it into a "
                          f"validation and training set as specified by `validation_split={validation_split}`. "
                          "Either provide more data, or a different value for the `validation_split` argument.")
-    train = tuple(None if t is None else t[0:split_at] for t in parts)
-    validation = tuple(None if t is None else t[split_at:samples] for t in parts)
+    train = tuple(None if t is None else nest.map_structure(lambda a: a[0:split_at], t) for t in parts)
+    validation = tuple(None if t is None else nest.map_structure(lambda a: a[split_at:samples], t) for t in parts)
     return train, validation  # type: ignore[return-value]
 
 
@@ -117,8 +133,8 @@ def _with_class_weights(dataset: Dataset | DistributedDataset, class_weight: dic
 
 def _check_cardinality(arrays: tuple) -> None:
     """Keras' error when the arrays disagree on the number of samples."""
-    if len({int(np.shape(a)[0]) for a in arrays}) > 1:
-        sizes = "".join(f"'{label}' sizes: {np.shape(a)[0]}\n" for label, a in zip(("x", "y", "sample_weight"), arrays))
+    if len({_samples(a) for a in arrays}) > 1:
+        sizes = "".join(f"'{label}' sizes: {_samples(a)}\n" for label, a in zip(("x", "y", "sample_weight"), arrays))
         raise ValueError("Data cardinality is ambiguous. Make sure all arrays contain the same number of samples."
                          + sizes)
 
@@ -131,12 +147,12 @@ def _array_dataset(x: Any, y: Any, sample_weight: Any, batch_size: int | None, s
         raise ValueError("fit/evaluate with NumPy inputs needs both x and y.\nFix: pass the targets as y.")
     if sample_weight is not None and class_weight is not None:
         raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
-    x, y = np.asarray(x), np.asarray(y)
+    x, y = as_arrays(x), np.asarray(y)
     if class_weight is not None:
         sample_weight = class_weight_to_sample_weights(y, class_weight)
     arrays = (x, y) if sample_weight is None else (x, y, np.asarray(sample_weight))
     _check_cardinality(arrays)
-    samples = len(x)
+    samples = _samples(x)
     dataset = Dataset.from_tensor_slices(arrays)
     if shuffle and samples:  # (Keras permutes the arrays: no samples, nothing to shuffle)
         dataset = dataset.shuffle(samples)

@@ -26,15 +26,13 @@ from ..name_scope import name_scope
 from ..train.checkpoint import restore_on_create
 from . import activations, initializers, regularizers
 from .naming import auto_name
+from .symbolic import KerasHistory, KerasTensor, Node, is_symbolic, shapes_of, symbolic_call
 
-__all__ = ["Layer", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer",
+__all__ = ["Layer", "Add", "Average", "Concatenate", "Maximum", "Minimum", "Multiply", "Subtract", "add", "average",
+           "concatenate", "maximum", "minimum", "multiply", "subtract", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization"]
 
 
-FUNCTIONAL_REFUSED = ("mirrorlab.keras builds Sequential models and subclasses of Model, not functional models "
-                      "(keras.Model(inputs, outputs), or a layer called on keras.Input).\nFix: list the layers in "
-                      "keras.Sequential([keras.Input(shape), ...]), or subclass keras.Model and call the layers in "
-                      "its call().")
 
 
 class Layer:
@@ -62,6 +60,9 @@ class Layer:
         self.trainable = bool(trainable)  # False freezes every weight of the layer and its sublayers
         self._weights: list[tuple[str, Variable]] = []  # (name given to add_weight, variable), in creation order
         self._regularizers: list[tuple[Variable, Any]] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name}, built={self.built}>"
 
     def __setattr__(self, name: str, value: Any) -> None:
         tracked = self.__dict__.get("_attributes")
@@ -188,12 +189,12 @@ class Layer:
         """Build on the first input, then ``call``. The training mode is ``training`` if given, else that of the layer
         call this one runs inside (Keras' call context); it reaches ``call`` when its signature takes ``training``,
         and the layers ``call`` uses either way."""
-        if isinstance(inputs, InputLayer):
-            raise NotImplementedError(FUNCTIONAL_REFUSED)
+        if symbolic_inputs(inputs):
+            return self._symbolic_call(inputs, args, kwargs, training)
         outer = getattr(_calls, "training", None)
         mode = outer if training is None else training
         if not self.built:
-            self.build(tuple(np.shape(untracked(inputs))))
+            self.build(shapes_of(untracked(inputs)))
         if mode is not None and takes_training(self):
             kwargs["training"] = mode
         _calls.training = mode
@@ -204,6 +205,26 @@ class Layer:
                 return self.call(inputs, *args, **kwargs)
         finally:
             _calls.training = outer
+
+
+    def _symbolic_call(self, inputs: Any, args: tuple, kwargs: dict, training: Any) -> Any:
+        """The layer applied to symbolic tensors (``keras.Input`` and what layers made of it): built for their shapes,
+        then a node of the graph whose outputs come from a call on zeros, not training (see ``symbolic``)."""
+        if not self.built:
+            self.build(shapes_of(inputs))
+        if training is not None:
+            kwargs = {**kwargs, "training": training}
+        return symbolic_call(self, self._on_zeros, (inputs, *args), kwargs)
+
+    def _on_zeros(self, *args: Any, **kwargs: Any) -> Any:
+        """The outputs on zeros standing for symbolic inputs, not training (nothing random is drawn and no statistic
+        moves)."""
+        return self(*args, **{**kwargs, "training": False})
+
+
+def symbolic_inputs(inputs: Any) -> bool:
+    """Whether a layer's inputs are symbolic (a KerasTensor, or a list, tuple or dict holding one)."""
+    return isinstance(inputs, KerasTensor) or (isinstance(inputs, (list, tuple, dict)) and is_symbolic(inputs))
 
 
 _calls = threading.local()  # ``training``: the mode of the layer call in progress (Keras' call context); ``scopes``
@@ -263,6 +284,12 @@ class BuiltinLayer(Layer, ABC):
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return input_shape
 
+    def _on_zeros(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """Zeros of the output's shape and dtype, from ``compute_output_shape`` and the input checks (no compute)."""
+        x = self._convert_input(asarray(inputs))
+        self.check_input_shape(x.shape)
+        return np.zeros(self.compute_output_shape(tuple(x.shape)), x.dtype)
+
     @abstractmethod
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         """Implemented by subclasses."""
@@ -309,11 +336,26 @@ def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> An
 
 
 class InputLayer(BuiltinLayer):
-    """Declares the input shape (``shape``, or the legacy ``input_shape``); passes data through."""
+    """Declares the input's shape (``shape`` per example, with ``batch_size``; or ``batch_shape``; the legacy
+    ``input_shape``) and dtype; passes data through. Its ``output`` is the symbolic tensor ``keras.Input`` returns."""
 
-    def __init__(self, shape: tuple | None = None, name: str | None = None, input_shape: tuple | None = None,
-                 dtype: Any = "float32") -> None:
-        super().__init__(name=name, input_shape=shape if shape is not None else input_shape, dtype=dtype)
+    def __init__(self, shape: tuple | None = None, batch_size: int | None = None, dtype: Any = None,
+                 batch_shape: tuple | None = None, name: str | None = None, input_shape: tuple | None = None,
+                 **kwargs: Any) -> None:
+        shape = shape if shape is not None else input_shape
+        if shape is not None and batch_shape is not None:
+            raise ValueError("You cannot pass both `shape` and `batch_shape` at the same time.")
+        if batch_size is not None and batch_shape is not None:
+            raise ValueError("You cannot pass both `batch_size` and `batch_shape` at the same time.")
+        if shape is None and batch_shape is None:
+            raise ValueError("You must pass a `shape` argument.")
+        batch_shape = tuple(batch_shape) if batch_shape is not None else (batch_size, *tuple(shape))
+        super().__init__(name=name, input_shape=batch_shape[1:], dtype=dtype or "float32", **kwargs)
+        self.batch_shape = batch_shape
+        self.built = True
+        self.output = KerasTensor(batch_shape, self.dtype, name=name)
+        self.output._keras_history = KerasHistory(self, 0, 0)
+        self.__dict__["_inbound_nodes"] = [Node(self, outputs=[self.output])]
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         return x, None
@@ -322,9 +364,12 @@ class InputLayer(BuiltinLayer):
         return dy, []
 
 
-def Input(shape: tuple, name: str | None = None, dtype: Any = "float32") -> InputLayer:  # noqa: N802 (Keras' name)
-    """The first entry of a ``Sequential`` model declaring its per-example input shape, as ``keras.Input``."""
-    return InputLayer(shape=tuple(shape), name=name, dtype=dtype)
+def Input(shape: tuple | None = None, batch_size: int | None = None, dtype: Any = None,  # noqa: N802 (Keras' name)
+          batch_shape: tuple | None = None, name: str | None = None, **kwargs: Any) -> KerasTensor:
+    """A symbolic input of per-example ``shape`` (``keras.Input``): call layers on it and build
+    ``keras.Model(inputs, outputs)``, or put it first in a ``Sequential`` model to declare the input shape."""
+    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, batch_shape=batch_shape, name=name,
+                      **kwargs).output
 
 
 class _Activated(BuiltinLayer):
@@ -611,3 +656,5 @@ class Conv2D(_KernelBias):
 
 from .pooling import AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, MaxPooling2D  # noqa: E402 (they build on Layer)
 from .normalization import BatchNormalization  # noqa: E402 (it builds on Layer)
+from .merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply, Subtract, add, average,  # noqa: E402
+                      concatenate, maximum, minimum, multiply, subtract)

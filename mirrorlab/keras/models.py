@@ -1,4 +1,4 @@
-"""Keras models (``Sequential`` and subclasses of ``Model``) with ``compile``/``fit``/``evaluate`` on any mirrorlab
+"""Keras' ``Model`` (the base of ``Sequential``, functional models and subclasses) with ``compile``/``fit``/``evaluate`` on any mirrorlab
 strategy.
 
 ``fit`` runs one ``strategy.run`` per step and scales the loss as Keras 3 on TF 2.21 does: each replica
@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from .. import nest
 from ..autodiff import GradientTape, track, untracked
 from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
 from ..distribute.values import PerReplicaSpec
 from ..distribute.variables import Variable
-from ..tensor import array_module, asarray, is_cupy, to_host
+from ..tensor import array_module, is_cupy, to_host
 from ..train.checkpoint import restore_on_create
 from . import losses as losses_lib
 from . import metrics as metrics_lib
@@ -29,21 +30,45 @@ from . import optimizers as optimizers_lib
 from . import weights_file
 from .callbacks import BatchLogs, Callback, CallbackList, History
 from .compile_metrics import CompileMetrics
-from .data_adapter import as_dataset, train_validation_split, unpack_x_y_sample_weight
+from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .epoch_iterator import EpochIterator
-from .layers import FUNCTIONAL_REFUSED, InputLayer, Layer, takes_training
+from .layers import InputLayer, Layer, symbolic_inputs, takes_training
 from .naming import auto_name
 
-__all__ = ["Model", "Sequential"]
+__all__ = ["Model", "first_shape", "first_leaf"]
+
+
+def first_shape(shapes: Any) -> tuple:
+    """The first shape of a nest of shapes (several inputs, dicts in key order), or ``shapes`` if it is one."""
+    while isinstance(shapes, dict) or (isinstance(shapes, (list, tuple)) and shapes and
+                                       isinstance(shapes[0], (list, tuple, dict))):
+        shapes = shapes[sorted(shapes)[0]] if isinstance(shapes, dict) else shapes[0]
+    return tuple(shapes)
+
+
+def first_leaf(value: Any) -> Any:
+    """The first array of a nest of arrays (a model's several inputs), or ``value`` itself."""
+    return nest.flatten(value)[0] if isinstance(value, (list, tuple, dict)) else value
+
 
 class Model(Layer):
     """A model trained with ``compile``/``fit``; remembers the strategy it was made in. ``Sequential`` applies its
     layers in order (``call`` here); a subclass defines ``call`` with the layers it sets as attributes, which are
     built (in the strategy's scope) on the model's first call, as Keras builds a subclassed model."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Model":
+        """``keras.Model(inputs, outputs)`` makes a functional model, as Keras' ``Model`` does."""
+        if cls is Model and (args or {"inputs", "outputs"} & set(kwargs)):
+            from .functional import Functional  # (it subclasses Model)
+            return super().__new__(Functional)
+        return super().__new__(cls)
+
     def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
         if args or {"inputs", "outputs"} & set(kwargs):
-            raise NotImplementedError(FUNCTIONAL_REFUSED)
+            raise NotImplementedError(
+                f"{type(self).__name__} passes inputs and outputs to Model's constructor: mirrorlab builds functional "
+                "models only as keras.Model(inputs, outputs), not as subclasses.\nFix: build the graph and call "
+                "keras.Model(inputs, outputs) directly, or define the computation in the subclass's call().")
         super().__init__(name=name or auto_name(type(self).__name__), **kwargs)
         # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None
@@ -109,17 +134,9 @@ class Model(Layer):
         return children
 
     def build(self, input_shape: tuple) -> None:
-        """Create every layer's weights for inputs of ``input_shape`` (batch dimension first). A subclass is only marked
-        built, as Keras 3 builds it: its layers build on its first call. (Like every ``build``, it runs under the
-        layer's name scope and then restores what a checkpoint read earlier: see ``layers._scoped_build``.)"""
-        if not self._in_sequence:
-            return
-        shape = tuple(input_shape)
-        with self._strategy.scope():  # under the model's name scope: TF names the weights sequential/dense/kernel:0
-            for layer in self.layers:
-                if not layer.built:
-                    layer.build(shape)
-                shape = layer.compute_output_shape(shape)
+        """Nothing: a subclass is only marked built, as Keras 3 builds it (its layers build on its first call;
+        ``Sequential`` builds its layers here). Like every ``build``, it runs under the layer's name scope and then
+        restores what a checkpoint read earlier (see ``layers._scoped_build``)."""
 
     def _make_state(self, input_shape: tuple) -> None:
         """Create the weights for inputs of ``input_shape`` before a step: build a Sequential, or call a subclass on
@@ -171,6 +188,8 @@ class Model(Layer):
         """The model's output; on a recording ``GradientTape`` a value the tape differentiates (each layer's output
         is; a sigmoid or softmax output remembers its logits, through which the cross-entropy losses differentiate).
         A subclass's first call builds its layers in the model's strategy scope."""
+        if symbolic_inputs(inputs):
+            return self._symbolic_call(inputs, args, kwargs, training)
         x = untracked(inputs)
         if self._in_sequence:
             shape = np.shape(x)
@@ -216,7 +235,7 @@ class Model(Layer):
         metric totals to the input's GPU (and a NumPy input moves them back), as TF runs ops where data is.
         Under a strategy with GPU devices everything already lives on the replicas' GPUs."""
         weights = self.weights
-        if not weights or is_cupy(weights[0]._read()) == is_cupy(x):
+        if not weights or is_cupy(weights[0]._read()) == is_cupy(first_leaf(x)):
             return
         state = [*weights, *self._metric_variables()]
         if self._optimizer is not None and self._optimizer.built:
@@ -259,17 +278,17 @@ class Model(Layer):
         its label and output shapes, as Keras' first step does (``"accuracy"`` depends on them); remember those
         static shapes (None where a replica's batch size is unknown), which Keras' shape errors show."""
         spec = data.element_spec
-        specs = [(s._value_specs[0] if isinstance(s, PerReplicaSpec) else s) for s in
-                 (spec if isinstance(spec, tuple) else (spec,))]
-        x_shape = tuple(specs[0].shape)
+        specs = list(spec) if isinstance(spec, tuple) else [spec]
+        shapes = [nest.map_structure(_replica_shape, s) for s in specs]
+        x_shape = shapes[0]
         self._make_state(x_shape)
         self._check_input(x_shape, training)
         self._traced_shapes = None
         if len(specs) < 2:
             return
-        y_true_shape, y_pred_shape = tuple(specs[1].shape), self.compute_output_shape(x_shape)
+        y_true_shape, y_pred_shape = shapes[1], self.compute_output_shape(x_shape)
         self._traced_shapes = (y_true_shape, y_pred_shape)
-        self._traced_weight_shape = tuple(specs[2].shape) if len(specs) > 2 else None
+        self._traced_weight_shape = shapes[2] if len(specs) > 2 else None
         if self._compile_metrics is None or self._compile_metrics.built:
             return
         if self.loss is None:
@@ -323,8 +342,8 @@ class Model(Layer):
             return True
         # Keras computes the metrics, then the loss, once on the first batch (a replica's share) to build them: their
         # shape errors show its shapes.
-        x_shape, y_shape, weight_shape = (
-            None if v is None else tuple(self._strategy.experimental_local_results(v)[0].shape) for v in (x, y, weight))
+        x_shape, y_shape, weight_shape = (None if v is None else nest.map_structure(
+            lambda t: tuple(self._strategy.experimental_local_results(t)[0].shape), v) for v in (x, y, weight))
         shapes = (y_shape, self.compute_output_shape(x_shape))
         if metrics_unbuilt:
             self._compile_metrics.check_shapes(*shapes)
@@ -354,7 +373,7 @@ class Model(Layer):
                 loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
         value = untracked(loss)
         self._loss_tracker.update_state(value * replicas if replicas > 1 else value,
-                                        sample_weight=np.float32(np.shape(x)[0]))
+                                        sample_weight=np.float32(np.shape(first_leaf(x))[0]))
         self._compile_metrics.update_state(y, untracked(out), sample_weight)  # (its errors, as Keras' trace, come
         if train:                                                            # before any update)
             self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
@@ -472,14 +491,16 @@ class Model(Layer):
         the replicas' outputs are concatenated as Keras 3 does (partial and empty replica batches included; each
         replica reads its own copies of the variables, which differ for BatchNormalization's moving statistics);
         without one, arrays are computed locally; ``steps`` stops after that many batches."""
-        if not isinstance(x, (Dataset, DistributedDataset)) and self._strategy.num_replicas_in_sync > 1 and len(x):
-            x = Dataset.from_tensor_slices(asarray(x)).batch(batch_size or 32)
         if not isinstance(x, (Dataset, DistributedDataset)):
-            x = asarray(x)
+            x = as_arrays(x)
+            samples = len(first_leaf(x))
             size = batch_size or 32
-            stop = len(x) if steps is None else min(len(x), steps * size)
-            parts = [self(x[i:i + size]) for i in range(0, stop, size)]
-            return array_module(x).concatenate(parts, axis=0) if parts else np.zeros((0,))
+            if self._strategy.num_replicas_in_sync > 1 and samples:
+                x = Dataset.from_tensor_slices((x,) if isinstance(x, tuple) else x).batch(size)  # ((a, b),): x
+            else:
+                stop = samples if steps is None else min(samples, steps * size)
+                parts = [self(nest.map_structure(lambda a, i=i: a[i:i + size], x)) for i in range(0, stop, size)]
+                return array_module(first_leaf(x)).concatenate(parts, axis=0) if parts else np.zeros((0,))
         data = self._strategy.experimental_distribute_dataset(x) if isinstance(x, Dataset) else x
         self._prepare(data)
         parts = []
@@ -503,6 +524,11 @@ class Model(Layer):
         return [piece for first in range(per_worker) for piece in pieces[first::per_worker]]
 
 
+def _replica_shape(spec: Any) -> tuple:
+    """The static shape of one replica's part of a distributed dataset's element (a spec or a per-replica spec)."""
+    return tuple((spec._value_specs[0] if isinstance(spec, PerReplicaSpec) else spec).shape)
+
+
 def _should_validate(epoch: int, validation_freq: Any) -> bool:
     """Keras' ``validation_freq``: an int validates every that many epochs, a list the epochs it holds (from 1)."""
     if isinstance(validation_freq, int):
@@ -511,20 +537,3 @@ def _should_validate(epoch: int, validation_freq: Any) -> bool:
         return epoch + 1 in validation_freq
     raise ValueError("Expected `validation_freq` to be a list or int. Received: "
                      f"validation_freq={validation_freq} of the type {type(validation_freq)}.")
-
-
-class Sequential(Model):
-    """Layers applied in order; built at once when the first layer declares ``input_shape``."""
-
-    def __init__(self, layers: list[Layer] | None = None, name: str | None = None) -> None:
-        super().__init__(name=name)
-        for layer in layers or []:
-            self.add(layer)
-
-    def add(self, layer: Layer) -> None:
-        if not isinstance(layer, Layer):
-            raise TypeError(f"The added layer must be an instance of class Layer. Received: layer={layer!r}")
-        self._layers.append(layer)
-        first = self._layers[0].input_shape
-        if first is not None:
-            self.build((None, *first))

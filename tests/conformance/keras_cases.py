@@ -2230,3 +2230,123 @@ def user_layers_in_sequential_and_custom_loops(env: KerasEnv) -> Result:
     return {"sequential_keys": seq_keys, "sequential_history": _history(history), "sequential": seq.get_weights(),
             "custom_losses": losses, "custom_weights": [w.numpy() for w in net.trainable_variables],
             "moving_statistics": moving, "inference": net(x[:2])}
+
+
+def _checkpoint_keys(env: KerasEnv, **objects: Any) -> list[str]:
+    """The variable keys a ``tf.train.Checkpoint`` of ``objects`` writes."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = env.train.Checkpoint(**objects).write(os.path.join(tmp, "ckpt"))
+        return sorted(name for name, _ in env.train.list_variables(path) if "OBJECT_GRAPH" not in name)
+
+
+def _seeded_weights(model: Any) -> None:
+    """Set every weight to values drawn from a generator seeded by its size (the same on both frameworks)."""
+    model.set_weights([np.random.RandomState(w.size).uniform(-1, 1, w.shape).astype(np.float32)
+                       for w in model.get_weights()])
+
+
+@case
+def functional_models(env: KerasEnv) -> Result:
+    """``keras.Model(inputs, outputs)`` over a graph with a branch, an Add layer, operators on symbolic tensors and a
+    nested Sequential: its layers (input layer included, in Keras' depth order), shapes, tensor names, mirrored
+    weights, checkpoint keys (``_operations/<index>``, operators counted), outputs, and fit/evaluate/predict on 2
+    replicas."""
+    k = env.keras
+    k.backend.clear_session()
+    rng = np.random.RandomState(5)
+    x = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+    y = rng.randint(0, 2, 8).astype(np.int64)
+    with env.strategy.scope():
+        inputs = k.Input(shape=(4,))
+        hidden = k.layers.Dense(3, activation="relu")(inputs)
+        main = k.Sequential([k.layers.Dense(2)], name="head")(hidden)
+        side = k.layers.Dense(2, name="side")(inputs * 2.0)
+        outputs = k.layers.Add()([main, side]) + 1.0
+        model = k.Model(inputs, outputs)
+        _seeded_weights(model)
+        model.compile(optimizer=k.optimizers.SGD(0.1), loss=k.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+    symbolic = {"inputs": [(t.name, list(t.shape), t.dtype) for t in model.inputs],
+                "outputs": [(t.name, list(t.shape)) for t in model.outputs], "hidden": list(hidden.shape),
+                "input_shape": list(model.input_shape), "output_shape": list(model.output_shape)}
+    structure = {"type": type(model).__name__, "name": model.name, "layers": [layer.name for layer in model.layers],
+                 "layer_types": [type(layer).__name__ for layer in model.layers],
+                 "shapes": [list(w.shape) for w in model.weights],
+                 "mirrored": [len(env.strategy.experimental_local_results(v if callable(v.value) else v.value))
+                              for v in model.weights]}
+    unfitted_keys = _checkpoint_keys(env, model=model)
+    output = model(x[:3])
+    history = model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+    return {"symbolic": symbolic, "structure": structure, "keys": unfitted_keys, "output": output,
+            "history": _history(history), "fitted": model.get_weights(), "fitted_keys": _checkpoint_keys(env, model=model),
+            "evaluate": np.float32(model.evaluate(x, y, batch_size=4, verbose=0)),  # (float32 sums: rtol 1e-6)
+            "predict": model.predict(x[:5], verbose=0)}
+
+
+@case
+def functional_multiple_inputs(env: KerasEnv) -> Result:
+    """A functional model of two named inputs joined by Concatenate: called on a list and on a dict, fit on a list of
+    arrays and on a dataset of ``((a, b), y)``, predict; the input checks (count, missing key, shape)."""
+    k = env.keras
+    k.backend.clear_session()
+    rng = np.random.RandomState(7)
+    xa = rng.uniform(-1, 1, (8, 2)).astype(np.float32)
+    xb = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+    y = rng.uniform(-1, 1, (8, 1)).astype(np.float32)
+    with env.strategy.scope():
+        a, b = k.Input((2,), name="a"), k.Input((3,), name="b")
+        merged = k.layers.Concatenate()([a, k.layers.Dense(2, activation="tanh")(b)])
+        model = k.Model([a, b], k.layers.Dense(1)(merged))
+        _seeded_weights(model)
+        model.compile(optimizer=k.optimizers.SGD(0.05), loss="mse")
+    called = {"list": model([xa[:2], xb[:2]]), "dict": model({"b": xb[:2], "a": xa[:2]}),
+              "one": attempt(lambda: model(xa[:2])), "missing": attempt(lambda: model({"a": xa[:2]})),
+              "shape": attempt(lambda: model([xa[:2], np.ones((2, 5), np.float32)]))}
+    first = model.fit([xa, xb], y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+    dataset = env.data.Dataset.from_tensor_slices(((xa, xb), y)).batch(4)
+    second = model.fit(dataset, epochs=1, verbose=0)
+    return {"layers": [layer.name for layer in model.layers], "input_shape": [list(s) for s in model.input_shape],
+            "keys": _checkpoint_keys(env, model=model), "called": called, "list_fit": _history(first),
+            "dataset_fit": _history(second), "fitted": model.get_weights(),
+            "predict": model.predict([xa[:3], xb[:3]], verbose=0)}
+
+
+@case
+def functional_construction_errors(env: KerasEnv) -> Result:
+    """What ``keras.Input`` and ``keras.Model(inputs, outputs)`` refuse: no shape, a value that is not a symbolic
+    tensor, an output the inputs do not lead to, two layers of one name."""
+    k = env.keras
+    k.backend.clear_session()
+    first, second = k.Input((2,)), k.Input((2,))
+    joined = k.layers.Add()([k.layers.Dense(2)(first), k.layers.Dense(2)(second)])
+    named = k.layers.Dense(2, name="same")
+    return {"no_shape": attempt(lambda: k.Input()), "not_symbolic": attempt(lambda: k.Model(first, "out")),
+            "disconnected": attempt(lambda: k.Model(first, joined)),
+            "disconnected_in_list": attempt(lambda: k.Model(first, [joined])),
+            "same_names": attempt(lambda: k.Model(first, k.layers.Dense(2, name="same")(named(first)))),
+            "names": [first.name, second.name, joined.name]}
+
+
+@case
+def merge_layers(env: KerasEnv) -> Result:
+    """The merge layers on arrays (broadcasting, ranks aligned after the batch dimension, Average of three, the
+    lowercase functions) and their errors."""
+    k = env.keras
+    k.backend.clear_session()
+    p = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32)
+    q = np.array([[0.5, 4.0], [-1.0, 2.0]], np.float32)
+    layers = k.layers
+    return {"add": layers.Add()([p, q, q]), "subtract": layers.Subtract()([p, q]),
+            "multiply": layers.Multiply()([p, q]), "average": layers.Average()([p, q, np.zeros_like(p)]),
+            "maximum": layers.Maximum()([p, q]), "minimum": layers.Minimum()([p, q]),
+            "broadcast": layers.Add()([p, np.ones((2, 1), np.float32)]),
+            "ranks": layers.Add()([np.ones((2, 3, 2), np.float32), p]),
+            "concatenate": layers.Concatenate()([p, q[:, :1]]), "axis0": layers.Concatenate(axis=0)([p, q]),
+            "functions": [layers.add([p, q]), layers.concatenate([p, q], axis=1), layers.average([p, q])],
+            "subtract_three": attempt(lambda: layers.Subtract()([p, p, p])),
+            "not_a_list": attempt(lambda: layers.Add()(p)),
+            "incompatible": attempt(lambda: layers.Add()([p, np.ones((2, 3), np.float32)])),
+            "concatenate_mismatch": attempt(lambda: layers.Concatenate()([p, np.ones((3, 2), np.float32)]))}

@@ -1,0 +1,73 @@
+"""Keras' ``Sequential``: layers applied in order. Once the input shape is known (a leading ``keras.Input`` or
+``InputLayer``, a first layer's ``input_shape``, or the first data) it is built as Keras 3 builds it: an input
+layer first, each layer called on the symbolic output of the one before, and the functional graph they make
+(which takes Keras' automatic names: ``input_layer``, ``keras_tensor_<n>``, ``functional_<n>``)."""
+
+from __future__ import annotations
+
+
+from .functional import Functional
+from .layers import InputLayer, Layer
+from .models import Model
+from .symbolic import KerasTensor
+
+__all__ = ["Sequential"]
+
+
+class Sequential(Model):
+    """Layers applied in order; built at once when the input shape is declared, else on the first input."""
+
+    def __init__(self, layers: list[Layer] | None = None, trainable: bool = True, name: str | None = None) -> None:
+        super().__init__(name=name, trainable=trainable)
+        self.__dict__["_functional"] = None  # (not a sublayer: the graph over this model's own layers)
+        for layer in layers or []:
+            self.add(layer, rebuild=False)
+        if self._layers:
+            self._maybe_rebuild()
+
+    def add(self, layer: Layer | KerasTensor, rebuild: bool = True) -> None:
+        """Append ``layer`` (``keras.Input(shape)`` declares the input shape), rebuilding when the shape is known."""
+        if not self._layers and isinstance(layer, Layer) and not isinstance(layer, InputLayer) and \
+                layer.input_shape is not None:
+            self.add(InputLayer(shape=layer.input_shape))
+        if isinstance(layer, KerasTensor) and isinstance(layer._keras_history.operation, InputLayer):
+            layer = layer._keras_history.operation
+        if not isinstance(layer, Layer):
+            raise ValueError(f"Only instances of `keras.Layer` can be added to a Sequential model. Received: {layer} "
+                             f"(of type {type(layer)})")
+        if any(known.name == layer.name for known in self._layers):
+            raise ValueError(f"All layers added to a Sequential model should have unique names. Name '{layer.name}' "
+                             "is already the name of a layer in this model. Update the `name` argument to pass a "
+                             "unique name.")
+        if isinstance(layer, InputLayer) and self._layers and isinstance(self._layers[0], InputLayer):
+            raise ValueError(f"Sequential model '{self.name}' has already been configured to use input shape "
+                             f"{self._layers[0].batch_shape}. You cannot add a different Input layer to it.")
+        self._layers.append(layer)
+        if rebuild:
+            self._maybe_rebuild()
+        else:
+            self.__dict__["_functional"] = None
+
+    def _maybe_rebuild(self) -> None:
+        self.__dict__["_functional"] = None
+        if isinstance(self._layers[0], InputLayer) and len(self._layers) > 1:
+            self.build(self._layers[0].batch_shape)
+
+    def build(self, input_shape: tuple) -> None:
+        """Put an input layer of ``input_shape`` (batch dimension first) before the layers unless one is there, and
+        call each layer on the symbolic output of the one before (in the model's strategy scope and, through the
+        build wrapper, its name scope: TF names the weights ``sequential/dense/kernel:0``), which builds it."""
+        shape = tuple(input_shape)
+        if not self._layers:
+            raise ValueError(f"Sequential model {self.name} cannot be built because it has no layers. Call "
+                             "`model.add(layer)`.")
+        if not isinstance(self._layers[0], InputLayer):
+            self._layers.insert(0, InputLayer(batch_shape=shape, dtype=self._layers[0].dtype))
+        elif self._layers[0].batch_shape != shape and self._functional is not None:
+            raise ValueError(f"Sequential model '{self.name}' has already been configured to use input shape "
+                             f"{self._layers[0].batch_shape}. You cannot build it with input_shape {shape}")
+        inputs = x = self._layers[0].output
+        with self._strategy.scope():
+            for layer in self.layers:
+                x = layer(x)
+        self.__dict__["_functional"] = Functional(inputs, x)
