@@ -248,8 +248,8 @@ def _candidate(rng: random.Random) -> Spec:
                         "steps": rng.choice((None, None, None, 1, 2, 9))}
     spec["predict"] = {"kind": rng.choice(("arrays", "dataset", "distributed")), "batch": rng.choice((None, 1, 2, 3)),
                        "steps": rng.choice((None, None, None, 1, 2, 9))}
-    if spec["init"] == "set_weights" and rng.random() < 0.3:
-        spec["subclassed"] = True  # the same layers in a subclass of Model, built by a first call
+    if spec["init"] == "set_weights":  # the same layers in a subclass of Model (built by a first call) or a graph
+        spec["form"] = rng.choice(("sequential", "sequential", "sequential", "subclassed", "functional"))
     for key in ("evaluate", "predict"):
         if spec["scope"] == "default" and spec[key]["kind"] == "distributed":
             spec[key]["kind"] = "dataset"
@@ -398,7 +398,7 @@ def _make_regularizer(keras: Any, regularizer: list[Any] | None) -> Any:
 
 
 def _model(keras: Any, s: Any, spec: Spec) -> Any:
-    """The spec's Sequential model (or the same layers in a subclass of Model), compiled (in ``s``'s scope or under the default strategy) and started from the
+    """The spec's Sequential model (or the same layers in a subclass of Model or a functional model), compiled (in ``s``'s scope or under the default strategy) and started from the
     spec's weights."""
     layers = []
     shape = (spec["features"],)
@@ -416,9 +416,11 @@ def _model(keras: Any, s: Any, spec: Spec) -> Any:
     if separate:
         layers.append(keras.layers.Activation(spec["activation"], name="out"))
     with s.scope() if spec["scope"] == "strategy" else contextlib.nullcontext():
-        if spec.get("subclassed"):
+        if spec.get("form") == "subclassed":
             model = _subclassed(keras, layers[1:] if spec["input"] == "Input" else layers)
             model(np.zeros((1, *shape), np.float32))
+        elif spec.get("form") == "functional":
+            model = _functional(keras, shape, layers[1:] if spec["input"] == "Input" else layers)
         else:
             model = keras.Sequential(layers)
         if spec["init"] == "set_weights":
@@ -428,6 +430,14 @@ def _model(keras: Any, s: Any, spec: Spec) -> Any:
                       metrics=[_make_metric(keras, m) for m in spec["metrics"]],
                       weighted_metrics=[_make_metric(keras, m) for m in spec["weighted_metrics"]] or None)
     return model
+
+
+def _functional(keras: Any, shape: tuple, layers: list[Any]) -> Any:
+    """``keras.Model(inputs, outputs)`` over ``layers`` called in order on a ``keras.Input`` of ``shape``."""
+    x = inputs = keras.Input(shape)
+    for layer in layers:
+        x = layer(x)
+    return keras.Model(inputs, x)
 
 
 def _subclassed(keras: Any, layers: list[Any]) -> Any:
