@@ -288,7 +288,7 @@ class GradientTape:
         watches accessed variables (then it is remembered as watched)."""
         if id(var) in self._watched:
             return True
-        if self._watch_accessed and var.trainable:
+        if self._watch_accessed and var._created_trainable:
             self._watched[id(var)] = var
             return True
         return False

@@ -405,7 +405,7 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         self._serial = next(_CREATED)  # creation order (a tape lists its watched variables in it)
         self._constraint = constraint
         self._name = f"{current_scope()}{name or 'Variable'}:0"
-        self._trainable = trainable
+        self._trainable = self._created_trainable = trainable
         self._synchronization = synchronization
         self._aggregation = aggregation
         self._dtype = STRING if is_string(value.dtype) else np.dtype(value.dtype)
@@ -428,6 +428,13 @@ class Variable(_Assignable, metaclass=_VariableMeta):
     @property
     def trainable(self) -> bool:
         return self._trainable
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        """Set by Keras layers frozen or unfrozen, as on a Keras variable (TF's own variables have no setter). Tapes
+        keep watching the variable as created (``_created_trainable``), as TF's tape watches the TF variable a
+        Keras variable wraps."""
+        self._trainable = bool(value)
 
     def _tape_leaf(self) -> Any:
         """What a recording ``GradientTape`` reads (see ``autodiff.watched``): a ``Tracked`` leaf whose gradient
@@ -596,6 +603,7 @@ class ComponentVariable(Variable):
     shape = _from_variable("shape")
     dtype = _from_variable("dtype")
     trainable = _from_variable("trainable")
+    _created_trainable = _from_variable("_created_trainable")
     synchronization = _from_variable("synchronization")
     aggregation = _from_variable("aggregation")
     constraint = _from_variable("constraint")

@@ -57,12 +57,27 @@ class Layer:
             input_shape = (input_dim,)
         self.input_shape = None if input_shape is None else tuple(input_shape)
         self.built = False
-        self.trainable = bool(trainable)  # False freezes every weight of the layer and its sublayers
         self._weights: list[tuple[str, Variable]] = []  # (name given to add_weight, variable), in creation order
         self._regularizers: list[tuple[Variable, Any]] = []
+        self.trainable = bool(trainable)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+    @property
+    def trainable(self) -> bool:
+        """False freezes the layer: it and its sublayers list no trainable weights."""
+        return self.__dict__["_trainable"]
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        """Set the flag on this layer, on the weights it made trainable and on its sublayers, as Keras 3 does."""
+        self.__dict__["_trainable"] = value = bool(value)
+        for _, var in self._weights:
+            if var._created_trainable:
+                var.trainable = value
+        for layer in self._layers:
+            layer.trainable = value
 
     def __setattr__(self, name: str, value: Any) -> None:
         tracked = self.__dict__.get("_attributes")
@@ -135,7 +150,7 @@ class Layer:
     def weights(self) -> list[Variable]:
         """Own weights (trainable first, as Keras lists them), then each sublayer's, each once."""
         own = [var for _, var in self._weights]
-        return _once([v for v in own if v.trainable] + [v for v in own if not v.trainable] +
+        return _once([v for v in own if v._created_trainable] + [v for v in own if not v._created_trainable] +
                      [w for layer in self._layers for w in layer.weights])
 
     variables = weights
@@ -149,8 +164,7 @@ class Layer:
         """The weights training updates: none of a frozen layer's (``trainable = False``, sublayers included)."""
         if not self.trainable:
             return []
-        return _once([var for _, var in self._weights if var.trainable] +
-                     [w for layer in self._layers for w in layer.trainable_weights])
+        return [var for var in self.weights if var.trainable]
 
     trainable_variables = trainable_weights
 
@@ -311,12 +325,12 @@ class BuiltinLayer(Layer, ABC):
 
 def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> Any:
     """``out`` of ``layer`` on ``inputs`` (with its logits when it keeps them); while a tape records, a value the tape
-    differentiates through ``layer``'s backward pass to ``inputs`` and the layer's trainable weights (from the
-    logits' gradient when a cross-entropy uses them)."""
+    differentiates through ``layer``'s backward pass to ``inputs`` and the weights the layer made trainable, frozen
+    or not, as TF's tape follows them (from the logits' gradient when a cross-entropy uses them)."""
     logits = layer._logits(cache)
     if not recording():
         return out if logits is None else activations.with_logits(out, logits)
-    weights = layer.trainable_weights
+    weights = [var for _, var in layer._weights if var._created_trainable]  # frozen too: a tape may ask about them
     for var in weights:
         watching(var)  # the tapes that watch reads remember them
 

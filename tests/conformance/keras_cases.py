@@ -2350,3 +2350,35 @@ def merge_layers(env: KerasEnv) -> Result:
             "not_a_list": attempt(lambda: layers.Add()(p)),
             "incompatible": attempt(lambda: layers.Add()([p, np.ones((2, 3), np.float32)])),
             "concatenate_mismatch": attempt(lambda: layers.Concatenate()([p, np.ones((3, 2), np.float32)]))}
+
+
+@case
+def freezing_layers(env: KerasEnv) -> Result:
+    """``trainable = False`` on a model sets it on every layer and on the weights they made trainable (moving
+    statistics stay non-trainable), unfreezing a layer inside a frozen model lists nothing, a tape still follows a
+    frozen weight it is asked about, and fit leaves frozen weights as they were. (The TF variable inside a Keras
+    variable keeps its own flag; mirrorlab's layer weights are that variable and carry Keras' flag.)"""
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+    model = k.Sequential([k.Input((3,)), k.layers.Dense(2, kernel_initializer="ones"), k.layers.BatchNormalization(),
+                          k.layers.Dense(1, kernel_initializer="ones")])
+    dense, norm, head = model.layers
+
+    def flags() -> dict[str, Any]:
+        return {"layers": [layer.trainable for layer in model.layers],
+                "keras_flags": [w.trainable for w in model.weights], "trainable": len(model.trainable_weights),
+                "non_trainable": len(model.non_trainable_weights)}
+    model.trainable = False
+    frozen = flags()
+    dense.trainable = True
+    inner_unfrozen = flags()
+    model.trainable = True
+    head.trainable = False
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x))
+    gradients = tape.gradient(loss, [dense.kernel, head.kernel])
+    model.compile(optimizer=k.optimizers.SGD(0.1), loss="mse")
+    model.fit(x, np.ones((2, 1), np.float32), batch_size=2, epochs=1, verbose=0)
+    return {"frozen": frozen, "inner_unfrozen": inner_unfrozen, "head_frozen": flags(),
+            "gradients": gradients, "fitted": model.get_weights()}
