@@ -119,6 +119,22 @@ class Model(Layer):
         """The model's layers, without a leading InputLayer (as Keras lists them)."""
         return self._layers[1:] if self._layers and isinstance(self._layers[0], InputLayer) else list(self._layers)
 
+    def get_layer(self, name: str | None = None, index: int | None = None) -> Layer:
+        """The layer called ``name``, or at ``index`` in ``layers``, with Keras' errors."""
+        if index is not None and name is not None:
+            raise ValueError(f"Provide only a layer name or a layer index. Received: index={index}, name={name}.")
+        if index is not None:
+            if len(self.layers) <= index:
+                raise ValueError(f"Was asked to retrieve layer at index {index} but model only has {len(self.layers)} "
+                                 "layers.")
+            return self.layers[index]
+        if name is not None:
+            for layer in self.layers:
+                if layer.name == name:
+                    return layer
+            raise ValueError(f"No such layer: {name}. Existing layers are: {[layer.name for layer in self.layers]}.")
+        raise ValueError("Provide either a layer name or layer index at `get_layer`.")
+
     def _checkpoint_children(self) -> dict[str, Any]:
         """Keras 3's object graph: a Sequential's built layers under ``_functional/_operations`` (index 0 is the input
         layer, which holds no variables), a subclass's layers and variables by attribute; then the optimizer, so

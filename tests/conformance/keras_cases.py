@@ -2317,13 +2317,18 @@ def functional_multiple_inputs(env: KerasEnv) -> Result:
 @case
 def functional_construction_errors(env: KerasEnv) -> Result:
     """What ``keras.Input`` and ``keras.Model(inputs, outputs)`` refuse: no shape, a value that is not a symbolic
-    tensor, an output the inputs do not lead to, two layers of one name."""
+    tensor, an output the inputs do not lead to, two layers of one name; ``get_layer`` by name and index."""
     k = env.keras
     k.backend.clear_session()
     first, second = k.Input((2,)), k.Input((2,))
     joined = k.layers.Add()([k.layers.Dense(2)(first), k.layers.Dense(2)(second)])
     named = k.layers.Dense(2, name="same")
-    return {"no_shape": attempt(lambda: k.Input()), "not_symbolic": attempt(lambda: k.Model(first, "out")),
+    model = k.Model([first, second], joined)
+    found = {"by_name": model.get_layer("input_layer_1").name, "by_index": model.get_layer(index=2).name,
+             "unknown": attempt(lambda: model.get_layer("nope")), "past_end": attempt(lambda: model.get_layer(index=9)),
+             "both": attempt(lambda: model.get_layer("dense", 1)), "neither": attempt(lambda: model.get_layer())}
+    return {"get_layer": found, "no_shape": attempt(lambda: k.Input()),
+            "not_symbolic": attempt(lambda: k.Model(first, "out")),
             "disconnected": attempt(lambda: k.Model(first, joined)),
             "disconnected_in_list": attempt(lambda: k.Model(first, [joined])),
             "same_names": attempt(lambda: k.Model(first, k.layers.Dense(2, name="same")(named(first)))),
