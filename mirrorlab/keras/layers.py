@@ -28,7 +28,7 @@ from . import activations, initializers, regularizers
 from .naming import auto_name
 from .symbolic import KerasHistory, KerasTensor, Node, is_symbolic, shapes_of, symbolic_call
 
-__all__ = ["Layer", "Add", "Average", "Concatenate", "Maximum", "Minimum", "Multiply", "Subtract", "add", "average",
+__all__ = ["Layer", "Lambda", "Add", "Average", "Concatenate", "Maximum", "Minimum", "Multiply", "Subtract", "add", "average",
            "concatenate", "maximum", "minimum", "multiply", "subtract", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization"]
 
@@ -670,5 +670,6 @@ class Conv2D(_KernelBias):
 
 from .pooling import AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, MaxPooling2D  # noqa: E402 (they build on Layer)
 from .normalization import BatchNormalization  # noqa: E402 (it builds on Layer)
+from .lambda_layer import Lambda  # noqa: E402 (it builds on Layer)
 from .merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply, Subtract, add, average,  # noqa: E402
                       concatenate, maximum, minimum, multiply, subtract)

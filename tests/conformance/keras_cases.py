@@ -2387,3 +2387,27 @@ def freezing_layers(env: KerasEnv) -> Result:
     model.fit(x, np.ones((2, 1), np.float32), batch_size=2, epochs=1, verbose=0)
     return {"frozen": frozen, "inner_unfrozen": inner_unfrozen, "head_frozen": flags(),
             "gradients": gradients, "fitted": model.get_weights()}
+
+
+@case
+def lambda_layers(env: KerasEnv) -> Result:
+    """``Lambda`` layers in a Sequential and a functional model: outputs, keyword ``arguments``, the shapes they give
+    symbolic tensors, training through them (they hold no weights), and the checkpoint indices they take."""
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+    rng = np.random.RandomState(9)
+    x = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+    y = rng.uniform(-1, 1, (8, 1)).astype(np.float32)
+    with env.strategy.scope():
+        seq = k.Sequential([k.Input((3,)), k.layers.Lambda(lambda t, scale: t * scale, arguments={"scale": 2.0}),
+                            k.layers.Dense(1, kernel_initializer="ones")])
+        inputs = k.Input((3,))
+        doubled = k.layers.Lambda(lambda t: tf.concat([t, t], axis=1), name="twice")(inputs)
+        fun = k.Model(inputs, k.layers.Dense(1, kernel_initializer="ones")(k.layers.Lambda(tf.tanh)(doubled)))
+        for model in (seq, fun):
+            model.compile(optimizer=k.optimizers.SGD(0.1), loss="mse")
+    out = {"sequential": seq(x[:2]), "functional": fun(x[:2]), "shape": list(doubled.shape),
+           "names": [layer.name for layer in fun.layers], "keys": _checkpoint_keys(env, seq=seq, fun=fun)}
+    out["sequential_fit"] = _history(seq.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False))
+    out["functional_fit"] = _history(fun.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False))
+    return {**out, "weights": seq.get_weights() + fun.get_weights()}
