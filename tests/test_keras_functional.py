@@ -113,3 +113,14 @@ def test_what_functional_models_refuse_names_the_fix():
         keras.Model(inputs, keras.layers.Dense(1)(keras.Input((3,))))
     with pytest.raises(ValueError, match="Input 0 with name .* expected shape=\\(None, 3\\), found shape=\\(2, 4\\)"):
         keras.Model(inputs, keras.layers.Dense(1)(inputs))(np.ones((2, 4), np.float32))
+
+
+def test_a_model_without_trainable_weights_fits_computing_only_the_loss():
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, keras.layers.Activation("tanh")(inputs * 2.0))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    with pytest.warns(UserWarning, match="does not have any trainable weights"):
+        history = model.fit(X[:8, :2], np.zeros((8, 2), np.float32), batch_size=4, epochs=2, verbose=0)
+    expected = float(np.mean(np.tanh(X[:8, :2] * 2.0) ** 2))
+    np.testing.assert_allclose(history.history["loss"], [expected, expected], rtol=1e-6)
+    assert int(model.optimizer.iterations.numpy()) == 0  # no step applied gradients

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -391,8 +392,10 @@ class Model(Layer):
         self._loss_tracker.update_state(value * replicas if replicas > 1 else value,
                                         sample_weight=np.float32(np.shape(first_leaf(x))[0]))
         self._compile_metrics.update_state(y, untracked(out), sample_weight)  # (its errors, as Keras' trace, come
-        if train:                                                            # before any update)
+        if train and self.trainable_variables:                              # before any update)
             self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+        elif train:  # (a model of no trainable weights only computes the loss, as Keras' step)
+            warnings.warn("The model does not have any trainable weights.", stacklevel=2)
 
     def _results(self) -> dict[str, float]:
         return {"loss": float(self._loss_tracker.result()), **self._compile_metrics.result()}

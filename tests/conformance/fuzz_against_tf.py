@@ -16,7 +16,9 @@ then random updates, scatters, reads, reductions and merge_call/extended.update 
 (fuzz_checkpoint_api.py: random sequences over Checkpoint, CheckpointManager and the readers on nested trackables and
 Keras models, in the setup's strategy) and ``keras`` (fuzz_keras.py: random Dense models, losses, optimizers and
 metrics trained with fit, then evaluate and predict, in the setup's strategy or the default one; an area module's
-own ``differences``, here with a training tolerance, replaces harness.differences). Setups: A =
+own ``differences``, here with a training tolerance, replaces harness.differences) and ``functional``
+(fuzz_functional.py: random graphs of layers, merges and operators as keras.Model(inputs, outputs): their layers,
+checkpoint keys, outputs, tape gradients, fit and predict). Setups: A =
 MirroredStrategy over 2 logical CPUs, B = MWMS without a cluster (1 replica), M1 = MirroredStrategy over 1 CPU;
 C (asked for by name) = MWMS on a real cluster of 2 TF worker processes against mirrorlab's SimCluster(workers=2),
 compared per worker, in batches of cluster launches (fuzz_cluster.py: dataset, collective and checkpoint, whose
@@ -41,14 +43,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conformance import fuzz_checkpoints, fuzz_cluster, fuzz_collectives, fuzz_datasets, fuzz_variables  # noqa: E402
-from conformance import fuzz_checkpoint_api, fuzz_keras  # noqa: E402
+from conformance import fuzz_checkpoint_api, fuzz_functional, fuzz_keras  # noqa: E402
 from conformance.adapters import Api, MirrorlabApi, TfApi  # noqa: E402
 from conformance.cases import Case  # noqa: E402
 from conformance.harness import differences  # noqa: E402
 
 AREAS: dict[str, ModuleType] = {"dataset": fuzz_datasets, "collective": fuzz_collectives,
                                 "checkpoint": fuzz_checkpoints, "variable": fuzz_variables,
-                                "checkpoint_api": fuzz_checkpoint_api, "keras": fuzz_keras}
+                                "checkpoint_api": fuzz_checkpoint_api, "keras": fuzz_keras,
+                                "functional": fuzz_functional}
 SETUPS = ("A", "B", "M1")
 SHRINK_RUNS = 40      # at most this many candidate runs to minimize one differing case
 SHOWN = 4             # differences printed per case
