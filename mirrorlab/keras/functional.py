@@ -149,10 +149,6 @@ class Functional(Model):
     def input_shape(self) -> Any:
         return _unpack_singleton(nest.map_structure(lambda t: t.shape, self._inputs_struct))
 
-    @input_shape.setter
-    def input_shape(self, value: Any) -> None:
-        """(Layer's constructor sets the declared input shape; a functional model's comes from its inputs.)"""
-
     @property
     def output_shape(self) -> Any:
         return _unpack_singleton(nest.map_structure(lambda t: t.shape, self._outputs_struct))

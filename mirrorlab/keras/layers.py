@@ -55,7 +55,7 @@ class Layer:
         self.dtype = np.dtype(dtype)
         if input_dim is not None and input_shape is None:
             input_shape = (input_dim,)
-        self.input_shape = None if input_shape is None else tuple(input_shape)
+        self._input_shape_arg = None if input_shape is None else tuple(input_shape)  # (Keras' name)
         self.built = False
         self._weights: list[tuple[str, Variable]] = []  # (name given to add_weight, variable), in creation order
         self._regularizers: list[tuple[Variable, Any]] = []

@@ -5,6 +5,8 @@ layer first, each layer called on the symbolic output of the one before, and the
 
 from __future__ import annotations
 
+from typing import Any
+
 
 from .functional import Functional
 from .layers import InputLayer, Layer
@@ -25,11 +27,41 @@ class Sequential(Model):
         if self._layers:
             self._maybe_rebuild()
 
+    @property
+    def input_shape(self) -> Any:
+        return self._built_graph("input shape").input_shape
+
+    @property
+    def output_shape(self) -> Any:
+        return self._built_graph("output shape").output_shape
+
+    @property
+    def inputs(self) -> list:
+        return self._built_graph("inputs").inputs
+
+    @property
+    def outputs(self) -> list:
+        return self._built_graph("outputs").outputs
+
+    def _built_graph(self, what: str) -> Functional:
+        """The functional graph of the built model, or Keras' error naming ``what`` is not defined yet."""
+        if self._functional is None:
+            raise AttributeError(f"Sequential model '{self.name}' has no defined {what} yet.")
+        return self._functional
+
+    def pop(self, rebuild: bool = True) -> Layer:
+        """Remove and return the last layer (rebuilding the graph over the others when the input shape is known)."""
+        layer = self._layers.pop()
+        self.__dict__["_functional"] = None
+        if rebuild and self._layers:
+            self._maybe_rebuild()
+        return layer
+
     def add(self, layer: Layer | KerasTensor, rebuild: bool = True) -> None:
         """Append ``layer`` (``keras.Input(shape)`` declares the input shape), rebuilding when the shape is known."""
         if not self._layers and isinstance(layer, Layer) and not isinstance(layer, InputLayer) and \
-                layer.input_shape is not None:
-            self.add(InputLayer(shape=layer.input_shape))
+                layer._input_shape_arg is not None:
+            self.add(InputLayer(shape=layer._input_shape_arg))
         if isinstance(layer, KerasTensor) and isinstance(layer._keras_history.operation, InputLayer):
             layer = layer._keras_history.operation
         if not isinstance(layer, Layer):

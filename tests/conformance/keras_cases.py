@@ -2411,3 +2411,31 @@ def lambda_layers(env: KerasEnv) -> Result:
     out["sequential_fit"] = _history(seq.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False))
     out["functional_fit"] = _history(fun.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False))
     return {**out, "weights": seq.get_weights() + fun.get_weights()}
+
+
+@case
+def sequential_graphs(env: KerasEnv) -> Result:
+    """A Sequential model's graph as Keras 3 builds it: input and output shapes and tensors, ``add`` and ``pop``
+    rebuilding it (the automatic names they use up: a later functional model's name shows them), a model built by
+    its first call, and what ``add`` refuses."""
+    k = env.keras
+    k.backend.clear_session()
+    x = np.ones((2, 3), np.float32)
+    model = k.Sequential([k.layers.Dense(2, input_shape=(3,)), k.layers.Dense(1)])
+    first = {"input_shape": list(model.input_shape), "output_shape": list(model.output_shape),
+             "inputs": [t.name for t in model.inputs], "outputs": [t.name for t in model.outputs]}
+    model.add(k.layers.Dense(4))
+    added = list(model.output_shape)
+    popped = model.pop().name
+    lazy = k.Sequential([k.layers.Dense(2, name="lazy_dense")])
+    unbuilt = attempt(lambda: lazy.input_shape)
+    lazy(x)
+    inputs = k.Input((3,))
+    later = k.Model(inputs, k.layers.Dense(1)(inputs))
+    refused = {"same_name": attempt(lambda: k.Sequential([k.layers.Dense(1, name="d"), k.layers.Dense(1, name="d")])),
+               "not_a_layer": attempt(lambda: k.Sequential([k.Input((3,)), "dense"])),
+               "second_input": attempt(lambda: k.Sequential([k.Input((3,)), k.Input((3,))]))}
+    return {"first": first, "added": added, "popped": popped, "after_pop": list(model.output_shape),
+            "weights": len(model.weights), "unbuilt": unbuilt, "lazy_input_shape": list(lazy.input_shape),
+            "lazy_layers": [layer.name for layer in lazy.layers], "later": [later.name, later.output.name],
+            "refused": refused}
