@@ -50,6 +50,16 @@ class Callback:
         """Keras' default: the same as ``on_batch_end`` (``logs``: the running loss and metrics)."""
         self.on_batch_end(batch, logs)
 
+    # ``evaluate`` (also fit's validation, with fit's callbacks) and ``predict`` call these, as Keras does.
+    def on_test_begin(self, logs: dict | None = None) -> None: ...
+    def on_test_end(self, logs: dict | None = None) -> None: ...
+    def on_test_batch_begin(self, batch: int, logs: Mapping | None = None) -> None: ...
+    def on_test_batch_end(self, batch: int, logs: Mapping | None = None) -> None: ...
+    def on_predict_begin(self, logs: dict | None = None) -> None: ...
+    def on_predict_end(self, logs: dict | None = None) -> None: ...
+    def on_predict_batch_begin(self, batch: int, logs: Mapping | None = None) -> None: ...
+    def on_predict_batch_end(self, batch: int, logs: Mapping | None = None) -> None: ...
+
 
 class BatchLogs(Mapping):
     """A training batch's logs, the running loss and metrics, read (a cross-replica read of every metric) only
@@ -94,23 +104,28 @@ class CallbackList(Callback):
         for cb in self.callbacks:
             getattr(cb, hook)(*args)
 
-    def on_train_begin(self, logs: dict | None = None) -> None:
-        self._each("on_train_begin", _sorted(logs))
 
-    def on_train_end(self, logs: dict | None = None) -> None:
-        self._each("on_train_end", _sorted(logs))
+def _fan_out(hook: str) -> Callable[..., None]:
+    """``CallbackList``'s ``hook``: every callback's, in order (epoch, training, test and prediction logs as one
+    sorted copy; batch logs as they are, read only when a callback looks)."""
+    if "batch" in hook:
+        def each_batch(self: CallbackList, batch: int, logs: Mapping | None = None) -> None:
+            self._each(hook, batch, logs)
+        return each_batch
+    if "epoch" in hook:
+        def each_epoch(self: CallbackList, epoch: int, logs: dict | None = None) -> None:
+            self._each(hook, epoch, _sorted(logs))
+        return each_epoch
 
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._each("on_epoch_begin", epoch, _sorted(logs))
+    def each(self: CallbackList, logs: dict | None = None) -> None:
+        self._each(hook, _sorted(logs))
+    return each
 
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self._each("on_epoch_end", epoch, _sorted(logs))
 
-    def on_train_batch_begin(self, batch: int, logs: Mapping | None = None) -> None:
-        self._each("on_train_batch_begin", batch, logs)
-
-    def on_train_batch_end(self, batch: int, logs: Mapping | None = None) -> None:
-        self._each("on_train_batch_end", batch, logs)
+for _hook in ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_test_begin", "on_test_end",
+              "on_predict_begin", "on_predict_end", "on_train_batch_begin", "on_train_batch_end",
+              "on_test_batch_begin", "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end"):
+    setattr(CallbackList, _hook, _fan_out(_hook))
 
 
 class History(Callback):

@@ -74,7 +74,7 @@ class Model(Layer):
         # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None
         self._compile_metrics: CompileMetrics | None = None
-        self.stop_training = False
+        self.stop_training = self.stop_evaluating = self.stop_predicting = False
         self._strategy = context.get_strategy()
         self._initial_epoch: int | None = None
         self._loss_tracker: metrics_lib.Mean | None = None
@@ -397,6 +397,12 @@ class Model(Layer):
         elif train:  # (a model of no trainable weights only computes the loss, as Keras' step)
             warnings.warn("The model does not have any trainable weights.", stacklevel=2)
 
+    def _callback_list(self, callbacks: Any, verbose: Any, steps: int | None) -> CallbackList:
+        """``callbacks`` as one list for evaluate or predict (fit's own list as it is)."""
+        if isinstance(callbacks, CallbackList):
+            return callbacks
+        return CallbackList(list(callbacks or []), self, {"epochs": 1, "steps": steps, "verbose": verbose})
+
     def _results(self) -> dict[str, float]:
         return {"loss": float(self._loss_tracker.result()), **self._compile_metrics.result()}
 
@@ -466,7 +472,7 @@ class Model(Layer):
             if validation_data is not None and _should_validate(epoch, validation_freq):
                 logs.update({f"val_{k}": v for k, v in self.evaluate(
                     val_x, val_y, batch_size=validation_batch_size or batch_size, sample_weight=val_sample_weight,
-                    steps=validation_steps, return_dict=True).items()})
+                    steps=validation_steps, callbacks=cbs, return_dict=True).items()})
             self._print(verbose, f"Epoch {epoch + 1}/{epochs} - {steps} steps - " +
                         " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()))
             cbs.on_epoch_end(epoch, logs)
@@ -477,58 +483,82 @@ class Model(Layer):
         return history
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: Any = "auto",
-                 sample_weight: Any = None, steps: int | None = None, return_dict: bool = False,
-                 **kwargs: Any) -> Any:
+                 sample_weight: Any = None, steps: int | None = None, callbacks: Any = None,
+                 return_dict: bool = False, **kwargs: Any) -> Any:
         """Loss (the mean of the batches' losses, weighted by their sizes) and metrics over the input (arrays, with
         optional ``sample_weight``, or a dataset of ``(x, y)`` or ``(x, y, sample_weight)``); as a list, in Keras'
-        order: the loss, each compiled metric's log by the metric's own name, then the other logs by name."""
+        order: the loss, each compiled metric's log by the metric's own name, then the other logs by name.
+        ``callbacks`` get the test hooks (fit's validation passes fit's own)."""
         if kwargs:
             raise ValueError(f"Arguments not recognized: {kwargs}")
         data = self._distributed(as_dataset(x, y, sample_weight, batch_size, steps))
         if not self._build_from_first_batch(data):
             self._prepare(data)
             self._check_trace()
+        cbs = self._callback_list(callbacks, verbose, steps)
+        self.stop_evaluating = False  # (a callback may set it to stop after its batch, as in Keras)
+        cbs.on_test_begin()
         self._reset_metrics()
         batches = EpochIterator(data, steps)  # one epoch: ``steps`` batches or one pass, as Keras reads them
         count = 0
-        for _ in batches.steps():
+        for step in batches.steps():
+            cbs.on_test_batch_begin(step)
             batch = batches.next_batch()
             if batch is None:
                 break
             self._strategy.run(self._step, args=(batch, False))
             count += 1
+            cbs.on_test_batch_end(step, BatchLogs(self._results))
+            if self.stop_evaluating:
+                break
         logs = self._results() if count else {}  # no step: Keras returns empty logs
+        cbs.on_test_end(logs)
         if return_dict:
             return logs
         names = ["loss", *(m.name for m in self.compiled_metrics)]
         values = [logs[name] for name in names if name in logs] + [logs[key] for key in sorted(logs) if key not in names]
         return values[0] if len(values) == 1 else values
 
-    def predict(self, x: Any, batch_size: int | None = None, verbose: Any = "auto", steps: int | None = None) -> Any:
+    def predict(self, x: Any, batch_size: int | None = None, verbose: Any = "auto", steps: int | None = None,
+                callbacks: Any = None) -> Any:
         """Outputs for all of ``x``, in order, in batches of ``batch_size`` (32) for arrays: a dataset, a
         distributed dataset, or under a strategy of several replicas the arrays' batches, runs on every replica and
         the replicas' outputs are concatenated as Keras 3 does (partial and empty replica batches included; each
         replica reads its own copies of the variables, which differ for BatchNormalization's moving statistics);
-        without one, arrays are computed locally; ``steps`` stops after that many batches."""
-        if not isinstance(x, (Dataset, DistributedDataset)):
+        without one, arrays are computed locally; ``steps`` stops after that many batches. ``callbacks`` get the
+        predict hooks (each batch's ``{"outputs": ...}``)."""
+        local = not isinstance(x, (Dataset, DistributedDataset))
+        if local:
             x = as_arrays(x)
-            samples = len(first_leaf(x))
-            size = batch_size or 32
+            samples, size = len(first_leaf(x)), batch_size or 32
             if self._strategy.num_replicas_in_sync > 1 and samples:
-                x = Dataset.from_tensor_slices((x,) if isinstance(x, tuple) else x).batch(size)  # ((a, b),): x
+                x, local = Dataset.from_tensor_slices((x,) if isinstance(x, tuple) else x).batch(size), False  # ((a, b),)
             else:
                 stop = samples if steps is None else min(samples, steps * size)
-                parts = [self(nest.map_structure(lambda a, i=i: a[i:i + size], x)) for i in range(0, stop, size)]
-                return array_module(first_leaf(x)).concatenate(parts, axis=0) if parts else np.zeros((0,))
-        data = self._strategy.experimental_distribute_dataset(x) if isinstance(x, Dataset) else x
-        self._prepare(data)
-        parts = []
-        for count, batch in enumerate(data, start=1):
-            features = batch[0] if isinstance(batch, tuple) else batch
-            parts += self._replica_outputs(self._strategy.run(lambda f: self(f), args=(features,)))
-            if steps is not None and count >= steps:
+                batches: Any = (nest.map_structure(lambda a, i=i: a[i:i + size], x) for i in range(0, stop, size))
+        if not local:
+            batches = data = self._strategy.experimental_distribute_dataset(x) if isinstance(x, Dataset) else x
+            self._prepare(data)
+        cbs = self._callback_list(callbacks, verbose, steps)
+        self.stop_predicting = False  # (a callback may set it to stop after its batch, as in Keras)
+        cbs.on_predict_begin()
+        parts: list[Any] = []
+        for step, batch in enumerate(batches):
+            cbs.on_predict_batch_begin(step)
+            if local:
+                outputs = [self(batch)]
+            else:
+                features = batch[0] if isinstance(batch, tuple) else batch
+                outputs = [to_host(p) for p in self._replica_outputs(self._strategy.run(lambda f: self(f),
+                                                                                        args=(features,)))]
+            parts += outputs
+            cbs.on_predict_batch_end(step, {"outputs": array_module(outputs[0]).concatenate(outputs, axis=0)})
+            if self.stop_predicting or (steps is not None and step + 1 >= steps):
                 break
-        return np.concatenate([to_host(p) for p in parts], axis=0)
+        cbs.on_predict_end()
+        if not parts:
+            return np.zeros((0,))
+        return array_module(parts[0]).concatenate(parts, axis=0)
 
     def _replica_outputs(self, per_replica: Any) -> list[Any]:
         """One step's outputs of every replica in Keras' order: the local replicas' on one worker; on several, the

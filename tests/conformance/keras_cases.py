@@ -2439,3 +2439,42 @@ def sequential_graphs(env: KerasEnv) -> Result:
             "weights": len(model.weights), "unbuilt": unbuilt, "lazy_input_shape": list(lazy.input_shape),
             "lazy_layers": [layer.name for layer in lazy.layers], "later": [later.name, later.output.name],
             "refused": refused}
+
+
+@case
+def evaluate_and_predict_callbacks(env: KerasEnv) -> Result:
+    """The test and predict hooks: evaluate's (batch numbers, the batch logs' and the end logs' keys), fit's
+    validation calling fit's callbacks' test hooks between the epoch's batches and its end, predict's (each batch's
+    output shape), and a callback stopping evaluation and prediction after the first batch."""
+    k = env.keras
+    k.backend.clear_session()
+    rng = np.random.RandomState(4)
+    x = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+    y = rng.uniform(-1, 1, (8, 1)).astype(np.float32)
+    events: list[str] = []
+    hooks = {"on_test_begin": lambda self, logs=None: events.append("test begin"),
+             "on_test_batch_begin": lambda self, batch, logs=None: events.append(f"test batch {batch}"),
+             "on_test_batch_end": lambda self, batch, logs=None: events.append(f"test end {batch} {sorted(logs)}"),
+             "on_test_end": lambda self, logs=None: events.append(f"test end {sorted(logs or {})}"),
+             "on_predict_begin": lambda self, logs=None: events.append("predict begin"),
+             "on_predict_batch_begin": lambda self, batch, logs=None: events.append(f"predict batch {batch}"),
+             "on_predict_batch_end": lambda self, batch, logs=None: events.append(
+                 f"predict end {batch} {list(np.shape(logs['outputs']))}"),
+             "on_predict_end": lambda self, logs=None: events.append("predict end"),
+             "on_epoch_end": lambda self, epoch, logs=None: events.append(f"epoch end {sorted(logs or {})}")}
+    recorder = type("Recorder", (k.callbacks.Callback,), hooks)()
+
+    def stop(self: Any, batch: int, logs: Any = None) -> None:
+        self.model.stop_evaluating = self.model.stop_predicting = True
+    stopper = type("Stopper", (k.callbacks.Callback,), {"on_test_batch_end": stop, "on_predict_batch_end": stop})()
+    with env.strategy.scope():
+        model = k.Sequential([k.Input((3,)), k.layers.Dense(1, kernel_initializer="ones")])
+        model.compile(optimizer=k.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    evaluated = model.evaluate(x, y, batch_size=4, verbose=0, callbacks=[recorder])
+    predicted = model.predict(x, batch_size=4, verbose=0, callbacks=[recorder])
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, validation_data=(x, y), callbacks=[recorder], shuffle=False)
+    stopped = {"evaluate": model.evaluate(x, y, batch_size=2, verbose=0, callbacks=[stopper], return_dict=True),
+               "predict": model.predict(x, batch_size=2, verbose=0, callbacks=[stopper])}
+    return {"events": events, "evaluated": np.float32(evaluated), "predicted": predicted,
+            "stopped": {"evaluate": {key: np.float32(v) for key, v in stopped["evaluate"].items()},
+                        "predict": stopped["predict"]}}
