@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .models import Model
 
 __all__ = ["Callback", "CallbackList", "History", "BackupAndRestore", "LambdaCallback", "EarlyStopping",
-           "TerminateOnNaN", "LearningRateScheduler", "ModelCheckpoint"]
+           "TerminateOnNaN", "LearningRateScheduler", "ModelCheckpoint", "TensorBoard"]
 
 
 class Callback:
@@ -449,3 +449,6 @@ class ModelCheckpoint(_Monitor):
     def _say(self, text: str) -> None:
         if self.verbose > 0:
             print(text)
+
+
+from .tensorboard import TensorBoard  # noqa: E402 (it builds on Callback)

@@ -2478,3 +2478,40 @@ def evaluate_and_predict_callbacks(env: KerasEnv) -> Result:
     return {"events": events, "evaluated": np.float32(evaluated), "predicted": predicted,
             "stopped": {"evaluate": {key: np.float32(v) for key, v in stopped["evaluate"].items()},
                         "predict": stopped["predict"]}}
+
+
+@case
+def tensorboard_scalars(env: KerasEnv) -> Result:
+    """The TensorBoard callback's scalars (read back from the event files): per-epoch logs with the learning rate in
+    ``train``, validation logs in ``validation``, batch logs every ``update_freq`` batches, and evaluate's results
+    against the optimizer's iterations; each (run, step, tag) with its float32 value."""
+    import glob
+    import os
+    import tempfile
+
+    from mirrorlab.io.event_file import read_events  # (reads TF's files too)
+
+    k = env.keras
+    k.backend.clear_session()
+    rng = np.random.RandomState(6)
+    x = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
+    y = rng.uniform(-1, 1, (8, 1)).astype(np.float32)
+    with env.strategy.scope():
+        model = k.Sequential([k.Input((3,)), k.layers.Dense(1, kernel_initializer="ones")])
+        model.compile(optimizer=k.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+
+    def scalars(log_dir: str) -> dict[str, list[Any]]:
+        runs: dict[str, list[Any]] = {}
+        for path in sorted(glob.glob(os.path.join(log_dir, "*", "events.out.tfevents.*"))):
+            run = os.path.basename(os.path.dirname(path))
+            runs.setdefault(run, []).extend(
+                [event.step, tag, np.float32(value)] for event in read_events(path)
+                for tag, value in sorted(event.scalars.items()))
+        return {run: sorted(values, key=lambda v: (v[0], v[1])) for run, values in sorted(runs.items())}
+    with tempfile.TemporaryDirectory() as epochs_dir, tempfile.TemporaryDirectory() as batches_dir:
+        model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False, validation_data=(x, y),
+                  callbacks=[k.callbacks.TensorBoard(epochs_dir)])
+        model.evaluate(x, y, batch_size=4, verbose=0, callbacks=[k.callbacks.TensorBoard(epochs_dir)])
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False,
+                  callbacks=[k.callbacks.TensorBoard(batches_dir, update_freq=3)])
+        return {"epochs": scalars(epochs_dir), "batches": scalars(batches_dir)}
