@@ -1,6 +1,7 @@
 """Record Keras 3 on TensorFlow 2.21's results of the Keras cases (keras_cases.py) into ``golden/keras.json``.
 
-Run with TensorFlow installed (about half a minute), after changing keras_cases.py::
+Run with TensorFlow (and the ``tensorboard`` package, which ``tf.summary`` needs for the case tensorboard_scalars)
+installed (about half a minute), after changing keras_cases.py::
 
     /work/tfvenv/bin/python tests/conformance/record_keras_golden.py
 """
