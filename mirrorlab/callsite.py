@@ -9,7 +9,9 @@ import sys
 import threading
 from functools import lru_cache
 
-__all__ = ["user_call_site"]
+__all__ = ["calls_from", "user_call_site"]
+
+_outer = threading.local()  # ``site``: where the user called what this thread runs for (see ``calls_from``)
 
 
 @lru_cache(maxsize=1)
@@ -28,8 +30,21 @@ def _internal_prefixes() -> tuple[str, ...]:
 _is_internal: dict[str, bool] = {}
 
 
+@contextlib.contextmanager
+def calls_from(site: str):  # noqa: ANN201 (a context manager)
+    """In this thread, report ``site`` where no user frame is on the stack (a replica thread running mirrorlab's
+    own step, e.g. Keras' fit, for a ``strategy.run`` the user's code called at ``site``)."""
+    outer = getattr(_outer, "site", None)
+    _outer.site = site
+    try:
+        yield
+    finally:
+        _outer.site = outer
+
+
 def user_call_site(default: str = "<unknown>") -> str:
-    """The innermost stack frame outside mirrorlab's own packages."""
+    """The innermost stack frame outside mirrorlab's own packages (else the site ``calls_from`` gave, else
+    ``default``)."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -39,4 +54,4 @@ def user_call_site(default: str = "<unknown>") -> str:
         if not internal:
             return f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
         frame = frame.f_back
-    return default
+    return getattr(_outer, "site", None) or default

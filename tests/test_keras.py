@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -605,3 +606,18 @@ def test_synchronized_batch_normalization_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"synchronized=True.*not built.*\nFix: use synchronized=False"):
         keras.layers.BatchNormalization(synchronized=True)
     assert keras.layers.BatchNormalization(synchronized=False).name.startswith("batch_normalization")
+
+
+def test_divergent_moving_statistics_are_reported_once_at_the_users_fit_call(caplog):
+    """Replica threads running only mirrorlab's step report the user's ``fit`` line (the ``strategy.run`` caller),
+    and the message for a layer's own state says it is TF's behaviour rather than asking for an aggregation."""
+    strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((6,)), keras.layers.BatchNormalization(), keras.layers.Dense(3)])
+        model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    line = sys._getframe().f_lineno + 2  # the fit call's line
+    with caplog.at_level("WARNING", logger="mirrorlab"):
+        model.fit(X[:16], Y[:16], batch_size=8, epochs=2, verbose=0)
+    reports = [r.getMessage() for r in caplog.records if "moving_mean" in r.getMessage()]
+    assert len(reports) == 1  # once per variable, not per step
+    assert f"test_keras.py:{line} in test_divergent" in reports[0] and "as in TF" in reports[0]

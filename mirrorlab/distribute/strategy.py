@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
-from ..callsite import user_call_site
+from ..callsite import calls_from, user_call_site
 from ..cluster import ClusterResolver, TFConfigClusterResolver
 from ..cluster import roles
 from ..collective.group import CollectiveGroup, check_broadcastable, check_gatherable, truediv_dtype
@@ -179,8 +179,14 @@ class StrategyExtended(ExtendedApi):
                        for c in var._components]
             if len(set(digests)) > 1 and id(var) not in self._warned_unsynced:  # warned once per variable
                 self._warned_unsynced.add(id(var))
-                log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
-                            "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
+                if getattr(var, "_keras_weight", False):  # a layer's own state, such as moving statistics
+                    log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s): each replica "
+                                "keeps its own copy, as in TF (Keras' BatchNormalization updates its moving "
+                                "statistics per replica); predictions on different replicas may differ",
+                                var.name, site)
+                else:
+                    log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
+                                "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
             if self._runtime.trace is not None:
                 self._runtime.trace.add_note(TraceNote(
                     "unsynced_update", self._rank, self._runtime.now(), site,
@@ -294,10 +300,11 @@ class Strategy:
         kwargs = kwargs or {}
 
         place = ext._placement.put
+        site = user_call_site()  # (reported by replicas running only mirrorlab's code, such as Keras' steps)
 
         def replica_fn(k: int) -> Callable[[], Any]:
             def call() -> Any:
-                with context.enter(self, ReplicaContext(self, k)):
+                with context.enter(self, ReplicaContext(self, k)), calls_from(site):
                     replica_args = place(select_replica(k, tuple(args)), k) if args else ()
                     replica_kwargs = place(select_replica(k, kwargs), k) if kwargs else {}  # usually none
                     return fn(*replica_args, **replica_kwargs)
