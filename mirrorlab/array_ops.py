@@ -416,19 +416,51 @@ def sigmoid(x: Any, name: str | None = None) -> Any:
     return _unary(x, _logistic, True, "sigmoid", lambda g, v, r: g * r * (1 - r))
 
 
+# The types each binary kernel accepts (TF's registry order), where a boolean first operand is refused.
+_ARITHMETIC_TYPES = {
+    "AddV2": "bfloat16, half, float, double, uint8, uint16, uint32, uint64, int8, int16, int32, int64, complex64, "
+             "complex128",
+    "Sub": "bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, complex128, uint32, "
+           "uint64",
+    "Mul": "bfloat16, half, float, double, uint8, int8, uint16, int16, int32, uint32, uint64, int64, complex64, "
+           "complex128",
+    **dict.fromkeys(("Maximum", "Minimum"), "bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, "
+                                            "int64, uint64"),
+    **dict.fromkeys(("Greater", "GreaterEqual", "Less", "LessEqual"),
+                    "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64"),
+}
+_HINTED = {"AddV2", "RealDiv"}  # tf.add and tf.divide convert the second operand with only a dtype hint
+
+
+def _python_operand(value: Any, dtype: np.dtype, op: str) -> Any:
+    """A Python number or list as the second operand of a kernel whose first has ``dtype``: converted to it as TF
+    converts (TypeError for a float into an integer, say; ints wrap); with only a dtype hint (tf.add, tf.divide),
+    in its own default dtype when it does not convert."""
+    try:
+        return constant(value, dtype)
+    except TypeError:
+        if op not in _HINTED:
+            raise
+        return as_tensor(value)
+
+
 def _operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
-    """Both operands of a binary op: the second converted to the first one's dtype (a Python float refused for an
-    integer first operand, with TF's kernel error)."""
+    """Both operands of a binary kernel, as TF's eager conversion makes them: NumPy values cast to the first
+    operand's dtype, Python values converted to it (``_python_operand``); then TF's kernel errors for a dtype the
+    kernel has none for (a boolean first operand) and for operands of two dtypes."""
     a = _tensor(x)
     raw = untracked(y)
     if isinstance(raw, (np.ndarray, np.generic)) or hasattr(raw, "__array__") and not isinstance(raw, (list, tuple)):
-        return a, as_tensor(raw).astype(a.dtype, copy=False)
-    b = as_tensor(raw)
-    if a.dtype.kind in "iub" and b.dtype.kind in "fc":
+        b = as_tensor(raw).astype(a.dtype, copy=False)
+    else:
+        b = _python_operand(raw, a.dtype, op)
+    if op in _ARITHMETIC_TYPES:
+        check_types(a, _ARITHMETIC_TYPES[op], f"tf's {op}")
+    if b.dtype != a.dtype:
         raise errors.InvalidArgumentError(
-            f"cannot compute {op} as input #1(zero-based) was expected to be a {a.dtype.name} tensor but is a float "
-            f"tensor [Op:{op}] name: \nFix: pass operands of one dtype (tf.cast one of them).")
-    return a, b.astype(a.dtype, copy=False)
+            f"cannot compute {op} as input #1(zero-based) was expected to be a {tf_dtype(a)} tensor but is a "
+            f"{tf_dtype(b)} tensor [Op:{op}] name: \nFix: pass operands of one dtype (tf.cast one of them).")
+    return a, b
 
 
 def _broadcasting(fn: Callable[[Any, Any], Any], a: Any, b: Any, op: str) -> Any:
@@ -466,13 +498,37 @@ def multiply(x: Any, y: Any, name: str | None = None) -> Any:
     return _arithmetic(x, y, "Mul", np.multiply, "mul")
 
 
-def divide(x: Any, y: Any, name: str | None = None) -> Any:
-    """``x / y``: floats keep their dtype; 8/16-bit integers give float32, wider ones float64 (TF's truediv)."""
-    dtype = truediv_dtype(_tensor(x).dtype)
+_TRUEDIV_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "bfloat16", "float16",
+                  "float32", "float64", "complex64", "complex128")
+
+
+def truediv(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y``: floats keep their dtype; 8/16-bit integers give float32, wider ones float64 (TF's truediv, which
+    refuses operands of two dtypes and booleans with TypeErrors)."""
+    a, raw = _tensor(x), untracked(y)
+    if isinstance(raw, (np.ndarray, np.generic)) or hasattr(raw, "__array__") and not isinstance(raw, (list, tuple)):
+        second = as_tensor(raw).astype(a.dtype, copy=False)
+    else:
+        second = _python_operand(raw, a.dtype, "RealDiv")
+    if second.dtype != a.dtype:
+        raise TypeError(f"`x` and `y` must have the same dtype, got tf.{a.dtype.name} != tf.{second.dtype.name}.")
+    if a.dtype.name not in _TRUEDIV_TYPES:
+        raise TypeError(f"Invalid dtype tf.{a.dtype.name} in __truediv__. Expected one of "
+                        f"{{{', '.join('tf.' + t for t in _TRUEDIV_TYPES)}}}.")
+    dtype = truediv_dtype(a.dtype)
     return _arithmetic(x, y, "RealDiv", lambda p, q: (p.astype(dtype) / q.astype(dtype)), "truediv")
 
 
-truediv = divide
+def divide(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y`` as ``truediv``; where TF's division operator fails on a NumPy second operand (a boolean first
+    one), NumPy divides, as TF's operator hands over to NumPy's."""
+    try:
+        return truediv(x, y)
+    except TypeError:
+        raw = untracked(y)
+        if not isinstance(raw, (np.ndarray, np.generic)):
+            raise
+        return np.true_divide(_tensor(x), raw)
 
 
 def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:

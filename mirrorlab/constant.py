@@ -10,20 +10,36 @@ from .tensor import as_tensor
 
 __all__ = ["constant"]
 
+_BOOL_INTS = (np.dtype(np.int32), np.dtype(np.int64))  # the integer dtypes TF converts Python booleans to
+_INT64 = (-(1 << 63), 1 << 63)
+
+
+def _out_of_int64(value: Any) -> bool:
+    """Whether a Python value holds an int outside int64's range (TF refuses it for integer dtypes)."""
+    if isinstance(value, (list, tuple)):
+        return any(_out_of_int64(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value < _INT64[1]
+
 
 def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None) -> np.ndarray:
     """``value`` as an array: Python floats become float32 and ints int32 unless ``dtype`` says otherwise;
-    ``shape`` reshapes (or fills, from a scalar). As TF, Python floats do not become integers, nor Python
-    numbers booleans (NumPy values are cast)."""
+    ``shape`` reshapes (or fills, from a scalar). As TF, Python floats do not become integers, Python numbers
+    do not become booleans, Python booleans become only int32, int64, floats and booleans, and Python ints wrap
+    into narrower integers but must fit int64 (NumPy values are cast)."""
     if dtype is None:
         array = as_tensor(value)
     else:
-        array, dtype = np.asarray(value), np.dtype(dtype)
+        dtype = np.dtype(dtype)
         python = not isinstance(value, (np.ndarray, np.generic))
+        if python and dtype.kind in "iu" and _out_of_int64(value):
+            raise ValueError("Can't convert Python sequence with out-of-range integer to Tensor.")
+        array = np.asarray(value, dtype=object if python and _out_of_int64(value) else None)
         if python and ((dtype.kind in "iu" and array.dtype.kind in "fc") or
-                       (dtype.kind == "b" and array.dtype.kind in "iufc")):
+                       (dtype.kind == "b" and array.dtype.kind in "iufc") or
+                       (array.dtype.kind == "b" and dtype.kind in "iuc" and dtype not in _BOOL_INTS)):
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
-        array = array.astype(dtype)
+        array = array.astype(np.int64).astype(dtype) if array.dtype.kind in "iu" and dtype.kind in "iu" \
+            else array.astype(dtype)
     if shape is not None:
         shape = tuple(int(d) for d in np.atleast_1d(shape))
         array = np.full(shape, array) if array.size == 1 else array.reshape(shape)
