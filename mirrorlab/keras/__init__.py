@@ -2,12 +2,12 @@
 BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy (CuPy on GPUs)."""
 
 
-from . import activations, backend, callbacks, datasets, initializers, layers, losses, metrics, optimizers, regularizers
+from . import activations, backend, callbacks, datasets, initializers, layers, losses, metrics, ops, optimizers, regularizers
 from ..distribute.variables import Variable
 from .layers import Input
 from .models import Model
 from .sequential import Sequential
 
 
-__all__ = ["Input", "Model", "Variable", "Sequential", "activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses", "metrics",
+__all__ = ["Input", "Model", "Variable", "Sequential", "activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses", "metrics", "ops",
            "optimizers", "regularizers"]

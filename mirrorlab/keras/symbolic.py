@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import array_ops, nest
+from .. import nest
 from ..distribute import context
 from .naming import auto_name
 
@@ -29,17 +29,18 @@ class KerasHistory(NamedTuple):
     tensor_index: int
 
 
-def _operator(class_name: str, fn: Callable[[Any, Any], Any], reflected: bool = False) -> Callable[..., Any]:
-    """A binary operator of symbolic tensors: a new graph operation ``class_name`` applying ``fn`` (to the operands
-    swapped for the reflected form, ``2.0 - x``)."""
+def _operator(fn_name: str, reflected: bool = False) -> Callable[..., Any]:
+    """A binary operator of symbolic tensors: ``keras.ops.<fn_name>`` of the operands (swapped for the reflected
+    form, ``2.0 - x``), a new graph operation with Keras' dtype promotion."""
     def apply(self: "KerasTensor", other: Any) -> "KerasTensor":
-        return TensorOp(class_name, fn)(*((other, self) if reflected else (self, other)))
+        from . import ops  # (ops builds on this module)
+        return getattr(ops, fn_name)(*((other, self) if reflected else (self, other)))
     return apply
 
 
 class KerasTensor:
     """A symbolic tensor: a shape (None where unknown, the batch dimension first), a dtype and a name; the arithmetic
-    operators on it record operations of the graph, as Keras' do."""
+    operators on it record operations of the graph (``keras.ops``), as Keras' do."""
 
     __array_priority__ = 300  # NumPy operands defer to these operators
 
@@ -66,16 +67,14 @@ class KerasTensor:
         raise TypeError(f"A symbolic KerasTensor has no truth value: {self!r}.\nFix: branch on data inside a Layer "
                         "subclass's call.")
 
-    __add__, __radd__ = _operator("Add", array_ops.add), _operator("Add", array_ops.add, reflected=True)
-    __sub__ = _operator("Subtract", array_ops.subtract)
-    __rsub__ = _operator("Subtract", array_ops.subtract, reflected=True)
-    __mul__ = _operator("Multiply", array_ops.multiply)
-    __rmul__ = _operator("Multiply", array_ops.multiply, reflected=True)
-    __truediv__ = _operator("TrueDivide", array_ops.divide)
-    __rtruediv__ = _operator("TrueDivide", array_ops.divide, reflected=True)
+    __add__, __radd__ = _operator("add"), _operator("add", reflected=True)
+    __sub__, __rsub__ = _operator("subtract"), _operator("subtract", reflected=True)
+    __mul__, __rmul__ = _operator("multiply"), _operator("multiply", reflected=True)
+    __truediv__, __rtruediv__ = _operator("true_divide"), _operator("true_divide", reflected=True)
 
     def __neg__(self) -> "KerasTensor":
-        return TensorOp("Negative", array_ops.negative)(self)
+        from . import ops  # (ops builds on this module)
+        return ops.negative(self)
 
 
 def is_symbolic(*structures: Any) -> bool:
@@ -157,7 +156,7 @@ class TensorOp:
     def __repr__(self) -> str:
         return f"<Operation name={self.name}>"
 
-    def __call__(self, *args: Any) -> Any:
-        if is_symbolic(args):
-            return symbolic_call(self, self._fn, args, {})
-        return self._fn(*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if is_symbolic(args, kwargs):
+            return symbolic_call(self, self._fn, args, kwargs)
+        return self._fn(*args, **kwargs)

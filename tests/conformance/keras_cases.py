@@ -2515,3 +2515,42 @@ def tensorboard_scalars(env: KerasEnv) -> Result:
         model.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False,
                   callbacks=[k.callbacks.TensorBoard(batches_dir, update_freq=3)])
         return {"epochs": scalars(epochs_dir), "batches": scalars(batches_dir)}
+
+
+@case
+def keras_ops(env: KerasEnv) -> Result:
+    """``keras.ops`` on arrays (Keras 3's dtype promotion: weak Python numbers, ints meeting floats, signed meeting
+    unsigned; float-only functions on ints; reductions' dtypes) and on symbolic tensors in a functional model (the
+    operations it records, its outputs and tape gradients)."""
+    k, tf = env.keras, env.tf
+    ops = k.ops
+    k.backend.clear_session()
+    i32 = np.array([[1, 2], [3, 4]], np.int32)
+    f32 = np.array([[0.5, -1.0], [2.0, 3.0]], np.float32)
+    eager = {
+        "add_int_float": ops.add(i32, f32), "add_weak_float": ops.add(i32, 1.5), "add_i64_f32": ops.add(i32.astype(np.int64), f32),
+        "add_f64_f32": ops.add(f32.astype(np.float64), f32), "add_i32_i64": ops.add(i32, i32.astype(np.int64)),
+        "add_i8_u8": ops.add(np.array([1], np.int8), np.array([2], np.uint8)),
+        "add_u32_i32": ops.add(np.array([1], np.uint32), np.array([2], np.int32)),
+        "add_f16_weak": ops.add(np.array([1], np.float16), 2.5), "add_bool_i32": ops.add(np.array([True]), np.array([2], np.int32)),
+        "multiply_weak_int": ops.multiply(f32, 2), "divide_ints": ops.divide(i32, i32), "subtract": ops.subtract(2.0, f32),
+        "mean_int": ops.mean(i32), "mean_axis": ops.mean(f32.astype(np.float64), axis=0), "sum_keepdims": ops.sum(i32, axis=1, keepdims=True),
+        "sum_bool": ops.sum(np.array([True, True])), "max": ops.max(f32, axis=-1), "min": ops.min(i32),
+        "sqrt_int": ops.sqrt(i32), "exp_i64": ops.exp(i32.astype(np.int64)), "square_int": ops.square(i32), "abs": ops.abs(-i32),
+        "relu_int": ops.relu(i32), "softmax": ops.softmax(f32), "softmax_axis0": ops.softmax(f32.astype(np.float64), axis=0),
+        "matmul": ops.matmul(i32, f32), "concatenate": ops.concatenate([i32, f32], axis=1), "stack": ops.stack([f32, f32], axis=0),
+        "where": ops.where(f32 > 0, f32, 0), "argmax": ops.argmax(f32, axis=1), "cast": ops.cast(f32, "int32"),
+        "reshape": ops.reshape(f32, (-1,)), "transpose": ops.transpose(f32), "expand_dims": ops.expand_dims(f32, 1),
+        "squeeze": ops.squeeze(ops.expand_dims(f32, 1), 1), "maximum": ops.maximum(i32, f32), "log": ops.log(f32),
+        "ones_like": ops.ones_like(i32), "zeros_like": ops.zeros_like(f32, dtype="float64"),
+        "clip_int_float": attempt(lambda: ops.clip(i32, 1.5, 3)), "clip": ops.clip(f32, -0.5, 2.5)}
+    inputs = k.Input((3,))
+    hidden = k.layers.Dense(4, kernel_initializer="ones")(inputs)
+    pooled = ops.mean(ops.concatenate([hidden, ops.square(inputs)], axis=-1), axis=-1, keepdims=True)
+    model = k.Model(inputs, ops.relu(hidden - pooled) / 2 + ops.expand_dims(ops.sum(inputs, axis=1), -1))
+    x = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]], np.float32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x))
+    return {"eager": eager, "layers": [layer.name for layer in model.layers],
+            "symbolic": [list(pooled.shape), pooled.dtype, list(model.output_shape)], "output": model(x),
+            "gradients": tape.gradient(loss, model.trainable_variables)}
