@@ -37,6 +37,10 @@ _SUM_TYPES = "float, double, int32, uint8, int16, int8, complex64, int64, qint8,
 _MAX_TYPES = "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8, quint8, " \
              "qint32, qint16, quint16"
 FLOAT_TYPES = "bfloat16, half, float, double, complex64, complex128"
+_ABS_TYPES = "bfloat16, half, float, double, int8, int16, int32, int64"
+_NEGATIVE_TYPES = f"{_ABS_TYPES}, complex64, complex128"
+_SQUARE_TYPES = f"{_ABS_TYPES}, uint8, uint16, uint32, uint64, complex64, complex128"
+_RELU_TYPES = "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8"
 
 
 def _tensor(x: Any) -> Any:
@@ -226,9 +230,10 @@ def _products_of_others(value: Any, axes: Any) -> Any:
 
 
 def _boolean(input_tensor: Any, axis: Any, keepdims: bool, op: str) -> Any:
-    value = constant(untracked(input_tensor), np.bool_) if not hasattr(input_tensor, "dtype") else _tensor(input_tensor)
-    if value.dtype != np.bool_:
-        raise TypeError(f"Cannot convert {untracked(input_tensor)!r} to EagerTensor of dtype bool")
+    """A logical reduction: Python values must be booleans (TF's TypeError); arrays are cast, as TF casts NumPy
+    arrays (nonzero is True)."""
+    value = constant(untracked(input_tensor), np.bool_) if not hasattr(input_tensor, "dtype") else \
+        _tensor(input_tensor).astype(np.bool_, copy=False)
     axes = _axes(value, axis, op)
     reduce = value.any if op == "Any" else value.all
     return array_module(value).asarray(reduce(axis=axes, keepdims=keepdims))
@@ -353,13 +358,12 @@ def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
 Derivative = Callable[[Any, Any, Any], Any]
 
 
-def _unary(x: Any, fn: Callable[[Any], Any], float_only: bool, what: str, derivative: Derivative) -> Any:
-    """``fn`` element-wise in ``x``'s dtype (float inputs only where TF has no integer kernel); on a tape the
-    result carries ``derivative``."""
+def _unary(x: Any, fn: Callable[[Any], Any], allowed: str, what: str, derivative: Derivative) -> Any:
+    """``fn`` element-wise in ``x``'s dtype (one of the ``allowed`` types TF's kernel has); on a tape the result
+    carries ``derivative``."""
     x = watched(x)
     value = _tensor(x)
-    if float_only:
-        check_types(value, FLOAT_TYPES, what)
+    check_types(value, allowed, what)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         result = array_module(value).asarray(fn(value)).astype(value.dtype, copy=False)
     return with_gradient(result, [x], lambda g: [derivative(g, value, result)])
@@ -367,42 +371,42 @@ def _unary(x: Any, fn: Callable[[Any], Any], float_only: bool, what: str, deriva
 
 def square(x: Any, name: str | None = None) -> Any:
     """``x * x`` element-wise."""
-    return _unary(x, lambda v: v * v, False, "square", lambda g, v, r: g * 2 * v)
+    return _unary(x, lambda v: v * v, _SQUARE_TYPES, "square", lambda g, v, r: g * 2 * v)
 
 
 def sqrt(x: Any, name: str | None = None) -> Any:
     """Square root (floats only; NaN for negatives)."""
-    return _unary(x, np.sqrt, True, "sqrt", lambda g, v, r: g / (2 * r))
+    return _unary(x, np.sqrt, FLOAT_TYPES, "sqrt", lambda g, v, r: g / (2 * r))
 
 
 def exp(x: Any, name: str | None = None) -> Any:
     """``e ** x`` (floats only), rounded as TF's kernel (see ``nn_kernels.exp``)."""
-    return _unary(x, nn_kernels.exp, True, "exp", lambda g, v, r: g * r)
+    return _unary(x, nn_kernels.exp, FLOAT_TYPES, "exp", lambda g, v, r: g * r)
 
 
 def log(x: Any, name: str | None = None) -> Any:
     """Natural logarithm (floats only; -inf at 0), rounded as TF's kernel (see ``nn_kernels.log``)."""
-    return _unary(x, nn_kernels.log, True, "log", lambda g, v, r: g / v)
+    return _unary(x, nn_kernels.log, FLOAT_TYPES, "log", lambda g, v, r: g / v)
 
 
 def abs(x: Any, name: str | None = None) -> Any:  # noqa: A001
     """Absolute value."""
-    return _unary(x, np.abs, False, "abs", lambda g, v, r: g * np.sign(v))
+    return _unary(x, np.abs, _ABS_TYPES, "abs", lambda g, v, r: g * np.sign(v))
 
 
 def negative(x: Any, name: str | None = None) -> Any:
     """``-x``."""
-    return _unary(x, np.negative, False, "negative", lambda g, v, r: -g)
+    return _unary(x, np.negative, _NEGATIVE_TYPES, "negative", lambda g, v, r: -g)
 
 
 def tanh(x: Any, name: str | None = None) -> Any:
     """Hyperbolic tangent (floats only)."""
-    return _unary(x, np.tanh, True, "tanh", lambda g, v, r: g * (1 - r * r))
+    return _unary(x, np.tanh, FLOAT_TYPES, "tanh", lambda g, v, r: g * (1 - r * r))
 
 
 def relu(features: Any, name: str | None = None) -> Any:
     """``max(features, 0)``."""
-    return _unary(features, lambda v: np.maximum(v, 0), False, "nn.relu", lambda g, v, r: g * (v > 0))
+    return _unary(features, lambda v: np.maximum(v, 0), _RELU_TYPES, "nn.relu", lambda g, v, r: g * (v > 0))
 
 
 def _logistic(value: Any) -> Any:
@@ -413,7 +417,7 @@ def _logistic(value: Any) -> Any:
 
 def sigmoid(x: Any, name: str | None = None) -> Any:
     """``1 / (1 + e ** -x)`` (floats only)."""
-    return _unary(x, _logistic, True, "sigmoid", lambda g, v, r: g * r * (1 - r))
+    return _unary(x, _logistic, FLOAT_TYPES, "sigmoid", lambda g, v, r: g * r * (1 - r))
 
 
 # The types each binary kernel accepts (TF's registry order), where a boolean first operand is refused.
@@ -565,6 +569,9 @@ not_equal = _elementwise("NotEqual", np.not_equal, _strict_operands)
 def _arg(input: Any, axis: Any, output_type: Any, op: str, fn: Callable[..., Any]) -> Any:  # noqa: A002
     value = _tensor(input)
     axis = 0 if axis is None else int(untracked(axis))
+    if not -value.ndim <= axis < value.ndim:
+        raise errors.InvalidArgumentError(f"Expected dimension in the range [{-value.ndim}, {value.ndim}), but got "
+                                          f"{axis} [Op:{op}] name: ")
     if value.shape[axis] == 0:
         raise errors.InvalidArgumentError(f"Reduction axis {axis} is empty in shape {_dims_text(value.shape)} "
                                           f"[Op:{op}] name: ")

@@ -313,6 +313,19 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.constant(True, tf.uint8)',
     'tf.constant(2**63, tf.int64)',
     'tf.constant([1, 2**40], tf.int32)',
+    # the kernels' types for unary functions; NumPy arrays cast for the logical reductions; argmax of a scalar
+    'tf.abs(np.array([1, 2], np.uint8))',
+    'tf.abs(True)',
+    'tf.negative(np.array([1, 2], np.uint32))',
+    'tf.square(np.array([True, False]))',
+    'tf.square(np.array([3], np.uint8))',
+    'tf.nn.relu(np.array([True]))',
+    'tf.nn.relu(np.array([3], np.uint16))',
+    'tf.reduce_any(np.array([0, 2], np.int32))',
+    'tf.reduce_all(np.array([0.5, 0.0], np.float32))',
+    'tf.reduce_all(np.zeros((0,), np.float32))',
+    'tf.argmax(3)',
+    'tf.argmin(2.5)',
 ]
 
 
