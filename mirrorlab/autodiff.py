@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import nest
+from .indexed_slices import accumulate
 from .tensor import asarray, like, to_host
 
 __all__ = ["BINARY_GRADIENTS", "GradientTape", "Tracked", "add_n", "broadcast_back", "recording", "track",
@@ -344,7 +345,7 @@ def _backpropagate(target: Tracked, seed: Any, intermediates: set[int] = frozens
         for source, partial in node._backward(g):
             key = id(source)
             store = grads if isinstance(source, Tracked) else found
-            store[key] = partial if key not in store else store[key] + partial
+            store[key] = partial if key not in store else accumulate(store[key], partial)
     return found
 
 

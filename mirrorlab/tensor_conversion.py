@@ -14,6 +14,7 @@ import numpy as np
 from .autodiff import Tracked, untracked, watched
 from .collective.group import tf_dtype
 from .constant import constant
+from .indexed_slices import dense
 from .tensor import IndexedSlices, as_tensor, canonical, dtype_name, is_cupy, is_string, list_leaves
 
 __all__ = ["convert_to_tensor", "is_tensor"]
@@ -44,6 +45,8 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
     target = None if dtype is None else np.dtype(dtype)
     if is_variable(value) or isinstance(value, Tracked):
         return _existing(value, target)
+    if isinstance(value, IndexedSlices):
+        return _densified(value, target)
     if isinstance(value, (np.ndarray, np.generic)) or is_cupy(value):
         return _cast_array(as_tensor(value), target)
     if isinstance(value, _PYTHON):
@@ -64,6 +67,14 @@ def _existing(value: Any, target: np.dtype | None) -> Any:
                          f"type {dtype_name(value.dtype)}. (Variable: {value!r})\nFix: tf.cast the variable's value.")
     read = watched(value)
     return read if isinstance(read, Tracked) else as_tensor(read)
+
+
+def _densified(value: IndexedSlices, target: np.dtype | None) -> Any:
+    """IndexedSlices as the dense tensor they stand for (TF's conversion); another dtype is refused, as in TF."""
+    if target is not None and value.dtype != target:
+        raise ValueError(f"Incompatible tensor conversion requested to `dtype` {dtype_name(target)} for IndexedSlices "
+                         f"({value!r}) with dtype {dtype_name(value.dtype)}\nFix: tf.cast the values first.")
+    return dense(value)
 
 
 def _cast_array(array: Any, target: np.dtype | None) -> Any:

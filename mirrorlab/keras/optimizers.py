@@ -2,6 +2,10 @@
 
 In a replica function ``apply_gradients`` all-reduces (SUM) the gradients over every replica, then a
 ``merge_call`` applies the update once in cross-replica context, as TF's optimizers do under a strategy.
+Sparse gradients (``IndexedSlices``, an Embedding's) stay sparse where Keras' ops keep them so: clipping works on
+their values, the all-reduce concatenates the replicas' rows, an update by the gradient alone subtracts row by row
+(``scatter_sub``), and an update mixing it with dense slots densifies what Keras densifies (Adam's square of the
+gradient is the sum of the rows' squares).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from ..clip_ops import clip_by_norm
 from ..distribute import context
 from ..distribute.values import ReplicaValues
 from ..distribute.variables import Variable
-from ..tensor import asarray, like
+from ..indexed_slices import dense, map_values
+from ..tensor import IndexedSlices, asarray, like
 from ..train.checkpoint import restore_on_create
 
 from .naming import auto_name
@@ -134,12 +139,12 @@ class Optimizer(ABC):
         if self.clipnorm and self.clipnorm > 0:  # Keras clips each gradient with tf.clip_by_norm
             return [clip_by_norm(g, g.dtype.type(self.clipnorm)) for g in grads]
         if self.global_clipnorm and self.global_clipnorm > 0:  # Keras' clip_by_global_norm, in float32 as there
-            norm = np.sqrt(np.stack([np.square(g).sum() for g in grads]).sum())
+            norm = np.sqrt(np.stack([np.square(_values(g)).sum() for g in grads]).sum())
             clip = norm.dtype.type(self.global_clipnorm)
             scale = clip * np.minimum(norm.dtype.type(1.0) / norm, norm.dtype.type(1.0 / self.global_clipnorm))
-            return [g * (scale + (norm - norm)) for g in grads]
+            return [dense(g) * (scale + (norm - norm)) for g in grads]  # (Keras' product densifies IndexedSlices)
         if self.clipvalue and self.clipvalue > 0:
-            return [np.clip(g, -self.clipvalue, self.clipvalue) for g in grads]
+            return [map_values(g, lambda v: np.clip(v, -self.clipvalue, self.clipvalue)) for g in grads]
         return grads
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> Any:
@@ -150,7 +155,7 @@ class Optimizer(ABC):
                              "GradientTape()` block from the model's outputs, and keep it a tensor (NumPy functions, "
                              "float() and .numpy() cut it off from the variables).")
         variables = [v for _, v in pairs]
-        grads = self._clip([asarray(g, v.dtype) if not isinstance(g, ReplicaValues) else g for g, v in pairs])
+        grads = self._clip([_cast(g, v.dtype) if not isinstance(g, ReplicaValues) else g for g, v in pairs])
         frame = context.current_frame()
         if frame is None or frame.replica is None:
             self._apply(grads, variables)
@@ -176,12 +181,35 @@ class Optimizer(ABC):
             if isinstance(g, ReplicaValues):
                 g = g.values[0]  # identical on every replica after the all-reduce
             slots = {s: self._slots[s][self._index[id(var)]] for s in (*self.slot_names, *self.extra_slot_names)}
-            self._update(var, asarray(g, var.dtype), slots, lr, step)
+            self._update(var, _cast(g, var.dtype), slots, lr, step)
         self.iterations.assign_add(np.int64(1))
 
     @abstractmethod
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
-        """Implemented by subclasses."""
+        """Implemented by subclasses (``grad`` an array or IndexedSlices)."""
+
+
+def _cast(grad: Any, dtype: np.dtype) -> Any:
+    """A gradient in the variable's dtype (IndexedSlices keep their form: Keras casts their values)."""
+    return map_values(grad, lambda values: asarray(values, dtype))
+
+
+def _values(grad: Any) -> Any:
+    """The numbers a gradient holds: an array, or the rows of IndexedSlices (repeated indices counted apart)."""
+    return grad.values if isinstance(grad, IndexedSlices) else grad
+
+
+def _scaled(grad: Any, factor: Any) -> Any:
+    """``factor * grad`` as a dense array (Keras scales IndexedSlices' values; the sum with a dense slot densifies)."""
+    return dense(map_values(grad, lambda values: factor * values))
+
+
+def _subtract(var: Variable, delta: Any) -> None:
+    """Keras' ``assign_sub``: IndexedSlices subtract row by row (``scatter_sub``), arrays at once."""
+    if isinstance(delta, IndexedSlices):
+        var.scatter_sub(delta)
+    else:
+        var.assign_sub(delta)
 
 
 class SGD(Optimizer):
@@ -198,11 +226,11 @@ class SGD(Optimizer):
 
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
         if not self.momentum:
-            var.assign_sub(var.dtype.type(lr) * grad)
+            _subtract(var, map_values(grad, lambda values: values * var.dtype.type(lr)))
             return
-        m = slots["momentum"]
-        m.assign(self.momentum * m._read() - lr * grad)
-        var.assign_add(self.momentum * m._read() - lr * grad if self.nesterov else m._read())
+        m, step_size = slots["momentum"], _scaled(grad, lr)
+        m.assign(self.momentum * m._read() - step_size)
+        var.assign_add(self.momentum * m._read() - step_size if self.nesterov else m._read())
 
 
 class Adam(Optimizer):
@@ -221,8 +249,8 @@ class Adam(Optimizer):
         m, v = slots["momentum"], slots["velocity"]
         one, t = np.float32(1), np.float32(step)  # Keras computes the bias correction in float32
         alpha = np.float32(lr) * np.sqrt(one - np.float32(self.beta_2) ** t) / (one - np.float32(self.beta_1) ** t)
-        m.assign_add((grad - m._read()) * (1 - self.beta_1))
-        v.assign_add((grad * grad - v._read()) * (1 - self.beta_2))
+        m.assign_add((dense(grad) - m._read()) * (1 - self.beta_1))
+        v.assign_add((dense(map_values(grad, np.square)) - v._read()) * (1 - self.beta_2))
         velocity = v._read()
         if self.amsgrad:
             v_hat = slots["velocity_hat"]
@@ -245,20 +273,24 @@ class RMSprop(Optimizer):
 
     def _update(self, var: Variable, grad: Any, slots: dict[str, Variable], lr: float, step: int) -> None:
         velocity = slots["velocity"]
-        velocity.assign(self.rho * velocity._read() + (1 - self.rho) * (grad * grad))  # as Keras: square first
+        squared = map_values(grad, np.square)  # as Keras: square first
+        velocity.assign(self.rho * velocity._read() + _scaled(squared, 1 - self.rho))
         if self.centered:
             average = slots["average_gradient"]
-            average.assign(self.rho * average._read() + (1 - self.rho) * grad)
+            average.assign(self.rho * average._read() + _scaled(grad, 1 - self.rho))
             denominator = velocity._read() - average._read() * average._read() + self.epsilon
         else:
             denominator = velocity._read() + self.epsilon
-        increment = var.dtype.type(lr) * grad / np.sqrt(denominator)
+        root = np.sqrt(denominator)
+        rate = var.dtype.type(lr)
+        increment = IndexedSlices(rate * grad.values / root[grad.indices], grad.indices, grad.dense_shape) \
+            if isinstance(grad, IndexedSlices) else rate * grad / root  # (Keras divides the rows by theirs)
         if self.momentum > 0:
             momentum = slots["momentum"]
-            momentum.assign(self.momentum * momentum._read() + increment)
+            momentum.assign(self.momentum * momentum._read() + dense(increment))
             var.assign_sub(momentum._read())
         else:
-            var.assign_sub(increment)
+            _subtract(var, increment)
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop}
