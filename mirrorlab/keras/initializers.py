@@ -12,7 +12,7 @@ from ..data.seeding import dataset_seed
 
 from .registry import lookup
 
-__all__ = ["get", "GlorotUniform", "Zeros", "Ones", "RandomNormal"]
+__all__ = ["get", "GlorotUniform", "Zeros", "Ones", "RandomNormal", "RandomUniform"]
 
 
 class Initializer(ABC):
@@ -42,6 +42,17 @@ class RandomNormal(Initializer):
         return rng.normal(self.mean, self.stddev, shape).astype(dtype)
 
 
+class RandomUniform(Initializer):
+    """Values drawn uniformly from ``[minval, maxval)`` (Keras' "uniform", Embedding's default)."""
+
+    def __init__(self, minval: float = -0.05, maxval: float = 0.05, seed: int | None = None) -> None:
+        self.minval, self.maxval, self.seed = minval, maxval, seed
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        rng = np.random.default_rng(dataset_seed(self.seed))
+        return rng.uniform(self.minval, self.maxval, shape).astype(dtype)
+
+
 class Zeros(Initializer):
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         return np.zeros(shape, dtype)
@@ -52,7 +63,8 @@ class Ones(Initializer):
         return np.ones(shape, dtype)
 
 
-_BY_NAME = {"glorot_uniform": GlorotUniform, "zeros": Zeros, "ones": Ones, "random_normal": RandomNormal}
+_BY_NAME = {"glorot_uniform": GlorotUniform, "zeros": Zeros, "ones": Ones, "random_normal": RandomNormal,
+            "random_uniform": RandomUniform, "uniform": RandomUniform}
 
 
 def get(identifier: str | Initializer) -> Initializer:

@@ -30,7 +30,8 @@ from .symbolic import KerasHistory, KerasTensor, Node, is_symbolic, shapes_of, s
 
 __all__ = ["Layer", "Lambda", "Add", "Average", "Concatenate", "Maximum", "Minimum", "Multiply", "Subtract", "add", "average",
            "concatenate", "maximum", "minimum", "multiply", "subtract", "Dense", "Conv2D", "Flatten", "Reshape", "Activation", "Dropout", "Input", "InputLayer",
-           "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization"]
+           "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "BatchNormalization",
+           "LayerNormalization", "Embedding", "Rescaling"]
 
 
 
@@ -302,7 +303,11 @@ class BuiltinLayer(Layer, ABC):
         """Zeros of the output's shape and dtype, from ``compute_output_shape`` and the input checks (no compute)."""
         x = self._convert_input(asarray(inputs))
         self.check_input_shape(x.shape)
-        return np.zeros(self.compute_output_shape(tuple(x.shape)), x.dtype)
+        return np.zeros(self.compute_output_shape(tuple(x.shape)), self._output_dtype(x.dtype))
+
+    def _output_dtype(self, input_dtype: np.dtype) -> np.dtype:
+        """The output's dtype for (converted) inputs of ``input_dtype``: theirs, unless the layer casts its output."""
+        return input_dtype
 
     @abstractmethod
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
@@ -337,8 +342,8 @@ def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> An
     def backward_from(value: Any, from_logits: bool) -> Any:
         def backward(g: Any) -> list[tuple[Any, Any]]:
             step = layer._backward_from_logits if from_logits else layer._backward
-            dx, grads = step(cache, like(asarray(g, value.dtype), value))
-            return [(inputs, dx), *zip(weights, grads)]
+            dx, grads = step(cache, like(asarray(g, value.dtype), value))  # dx None: no input gradient (indices)
+            return [*([] if dx is None else [(inputs, dx)]), *zip(weights, grads)]
         return backward
     if logits is None:
         return track(out, backward_from(out, False), (inputs,))
@@ -669,7 +674,9 @@ class Conv2D(_KernelBias):
 
 
 from .pooling import AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, MaxPooling2D  # noqa: E402 (they build on Layer)
-from .normalization import BatchNormalization  # noqa: E402 (it builds on Layer)
+from .normalization import BatchNormalization, LayerNormalization  # noqa: E402 (they build on Layer)
+from .embedding import Embedding  # noqa: E402 (it builds on Layer)
+from .preprocessing import Rescaling  # noqa: E402 (it builds on Layer)
 from .lambda_layer import Lambda  # noqa: E402 (it builds on Layer)
 from .merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply, Subtract, add, average,  # noqa: E402
                       concatenate, maximum, minimum, multiply, subtract)

@@ -1,11 +1,12 @@
-"""Keras 3's ``BatchNormalization`` with an explicit backward pass.
+"""Keras 3's ``BatchNormalization`` and ``LayerNormalization`` with explicit backward passes.
 
 Training normalizes with the batch's mean and (biased) variance over every axis but ``axis`` and moves the moving
 statistics toward them; inference uses the moving statistics. The arithmetic is TF's ``tf.nn.moments`` and
 ``tf.nn.batch_normalization`` (``x * inv + (beta - mean * inv)`` with ``inv = rsqrt(variance + epsilon) * gamma``),
 and the backward pass follows TF's gradients of those ops. Under a strategy each replica normalizes with its own
 batch and assigns its own copy of the moving statistics (Keras 3 makes them ON_WRITE variables with aggregation
-NONE, so the copies differ; the first replica's is what is read and saved), as on TF.
+NONE, so the copies differ; the first replica's is what is read and saved), as on TF. ``LayerNormalization``
+normalizes each example on its own (no moving statistics), so replicas need nothing from each other.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ..autodiff import unbroadcast
 from .layers import BuiltinLayer
 
-__all__ = ["BatchNormalization"]
+__all__ = ["BatchNormalization", "LayerNormalization"]
 
 
 class BatchNormalization(BuiltinLayer):
@@ -96,3 +98,105 @@ class BatchNormalization(BuiltinLayer):
             d_mean = -dy_sum * inv
             dx = dx + (t(2) * (d_variance / count)) * centered + d_mean / count
         return dx, grads
+
+
+class LayerNormalization(BuiltinLayer):
+    """Normalizes each example over ``axis`` (an int or a list of ints; the last by default), then scales by
+    ``gamma`` and shifts by ``beta`` (weights shaped as the input along ``axis``).
+
+    Keras 3's arithmetic on TF (``ops.layer_normalization``): ``tf.nn.moments``, ``inv = rsqrt(variance + epsilon) *
+    gamma`` and ``x * inv + (beta - mean * inv)``, computed in float64 for float64 inputs and float32 for the others
+    (its autocast is off), then cast back to the input's dtype and to the layer's (so integer inputs give truncated
+    values and no gradient, as in Keras). The backward pass follows TF's gradients of those ops."""
+
+    def __init__(self, axis: int | list | tuple = -1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
+                 beta_initializer: Any = "zeros", gamma_initializer: Any = "ones", beta_regularizer: Any = None,
+                 gamma_regularizer: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(axis, (list, tuple)):
+            self.axis: int | list[int] = list(axis)
+        elif isinstance(axis, int):
+            self.axis = axis
+        else:
+            raise TypeError(f"Expected an int or a list/tuple of ints for the argument 'axis', but received: {axis!r}")
+        self.epsilon, self.center, self.scale = float(epsilon), center, scale
+        self._initializers = {"gamma": gamma_initializer, "beta": beta_initializer}
+        self._weight_regularizers = {"gamma": gamma_regularizer, "beta": beta_regularizer}
+
+    def build(self, input_shape: tuple) -> None:
+        """``gamma`` then ``beta``, shaped as the input along the (sorted) axes (Keras' IndexError for an axis the
+        input does not have)."""
+        self.axis = sorted(self.axis) if isinstance(self.axis, list) else [self.axis]
+        shape = tuple(int(input_shape[a]) for a in self.axis)
+        for name, wanted in (("gamma", self.scale), ("beta", self.center)):
+            setattr(self, name, self.add_weight(shape, self._initializers[name],
+                                                regularizer=self._weight_regularizers[name], name=name)
+                    if wanted else None)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        for axis in self.axis if isinstance(self.axis, list) else [self.axis]:
+            if axis >= len(input_shape) or axis < -len(input_shape):
+                raise ValueError(f"Axis {axis} is out of bounds for input shape {tuple(input_shape)}. Received: "
+                                 f"axis={self.axis}")
+        return input_shape
+
+    def _convert_input(self, x: Any) -> Any:
+        """No autocast: the input's dtype decides the computation's."""
+        return x
+
+    def _output_dtype(self, input_dtype: np.dtype) -> np.dtype:
+        return self.dtype
+
+    def _weight_shape(self, shape: tuple) -> tuple:
+        """The shape the weights take to broadcast against an input of ``shape``: its sizes along the axes, else 1."""
+        target = [1] * len(shape)
+        for a in self.axis:
+            target[a] = shape[a]
+        return tuple(target)
+
+    def _broadcast(self, v: Any, shape: tuple) -> Any:
+        """A weight reshaped to broadcast along the axes (as Keras reshapes it, element order kept)."""
+        return v.reshape(self._weight_shape(shape))
+
+    def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
+        compute = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)  # Keras' result_type(x, float32)
+        xc, t = x.astype(compute, copy=False), compute.type
+        axes = tuple(a % x.ndim for a in self.axis)
+        count = t(np.prod([x.shape[a] for a in axes]))
+        mean = xc.sum(axis=axes, keepdims=True, dtype=compute) / count
+        centered = xc - mean
+        variance = (centered * centered).sum(axis=axes, keepdims=True, dtype=compute) / count
+        root = t(1) / np.sqrt(variance + t(self.epsilon))  # TF's rsqrt
+        gamma = self._broadcast(self.gamma._read().astype(compute, copy=False), x.shape) if self.scale else None
+        inv = root * gamma if self.scale else root
+        shift = -mean * inv
+        if self.center:
+            shift = shift + self._broadcast(self.beta._read().astype(compute, copy=False), x.shape)
+        out = (xc * inv + shift).astype(x.dtype, copy=False).astype(self.dtype, copy=False)
+        return out, (xc, x.dtype, mean, centered, count, root, gamma, inv, shift.shape)
+
+    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+        xc, dtype, mean, centered, count, root, gamma, inv, shift_shape = cache
+        if dtype.kind != "f":  # the cast back to integers stops every gradient
+            return None, []
+        dy, t = dy.astype(dtype, copy=False).astype(xc.dtype, copy=False), xc.dtype.type
+        d_shift = unbroadcast(dy, shift_shape)  # shift = -mean * inv (+ beta)
+        d_product = unbroadcast(d_shift, np.broadcast_shapes(mean.shape, inv.shape))
+        d_inv = unbroadcast(dy * xc, inv.shape) + unbroadcast(-mean * d_product, inv.shape)
+        d_mean = -unbroadcast(d_product * inv, mean.shape)
+        grads = []
+        if self.scale:  # inv = root * gamma
+            grads.append(self._weight_gradient(unbroadcast(root * d_inv, gamma.shape), self.gamma))
+            d_root = unbroadcast(d_inv * gamma, root.shape)
+        else:
+            d_root = d_inv
+        if self.center:
+            grads.append(self._weight_gradient(unbroadcast(d_shift, self._weight_shape(xc.shape)), self.beta))
+        d_variance = t(-0.5) * (d_root * root) * (root * root)  # TF's rsqrt gradient
+        dx = dy * inv + d_mean / count + (t(2) * (d_variance / count)) * centered
+        return dx.astype(dtype, copy=False), grads
+
+    @staticmethod
+    def _weight_gradient(grad: Any, weight: Any) -> Any:
+        """A gradient in the broadcast shape as the weight's shape and dtype (the gradient of Keras' cast)."""
+        return grad.reshape(weight.shape).astype(weight.dtype, copy=False)
