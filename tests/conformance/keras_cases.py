@@ -2554,3 +2554,100 @@ def keras_ops(env: KerasEnv) -> Result:
     return {"eager": eager, "layers": [layer.name for layer in model.layers],
             "symbolic": [list(pooled.shape), pooled.dtype, list(model.output_shape)], "output": model(x),
             "gradients": tape.gradient(loss, model.trainable_variables)}
+
+
+@case
+def embedding_layernorm_rescaling(env: KerasEnv) -> Result:
+    """Embedding (indices of any integer dtype or floats holding integers, negative ones from the end, TF's error
+    for one out of range, IndexedSlices tape gradients, dense beside a regularizer's), LayerNormalization (axis -1
+    and tuples, epsilon, no center or scale, float64 and integer inputs, tape gradients) and Rescaling (any input to
+    float32, per-channel scales, its gradient): symbolic shapes and dtypes, checkpoint keys, and fit on 2 replicas
+    with SGD (row-by-row sparse updates) and Adam."""
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()
+    rng = np.random.RandomState(12)
+    table = rng.uniform(-1, 1, (6, 4)).astype(np.float32)
+    indices = np.array([[1, 5, 1], [0, -1, 2]])
+    embed = k.layers.Embedding(6, 4, weights=[table])
+    lookups = {dtype: attempt(lambda dtype=dtype: embed(indices.astype(dtype) % 6)) for dtype in
+               ("int32", "int64", "uint8", "int16", "float32", "float64")}
+
+    def sparse_gradient(**options: Any) -> Any:
+        layer = k.layers.Embedding(6, 4, weights=[table], **options)
+        with tf.GradientTape() as tape:
+            out = layer(indices)
+            loss = tf.reduce_sum(out * out) + (tf.add_n(layer.losses) if layer.losses else 0.0)
+        grad = tape.gradient(loss, layer.trainable_variables)[0]
+        sparse = isinstance(grad, tf.IndexedSlices)
+        return {"sparse": sparse, "dense": tf.convert_to_tensor(grad),
+                **({"indices": grad.indices, "values": grad.values, "dense_shape": grad.dense_shape} if sparse else {})}
+    x = rng.uniform(-2, 2, (2, 3, 4)).astype(np.float32)
+
+    def normalized(dtype: str = "float32", **options: Any) -> Result:
+        layer = k.layers.LayerNormalization(**options)
+        out = layer(x.astype(dtype))
+        return {"out": out, "weights": [w.name.split("/")[-1].split(":")[0] for w in layer.weights],
+                "shapes": [list(w.shape) for w in layer.weights]}
+
+    def norm_gradients(**options: Any) -> Any:
+        layer = k.layers.LayerNormalization(**options)
+        layer.build(x.shape)
+        for weight in layer.weights:
+            weight.assign(rng.uniform(0.5, 1.5, weight.shape).astype(np.float32))
+        source = tf.Variable(x)
+        with tf.GradientTape() as tape:
+            out = layer(source * 1.0)
+            loss = tf.reduce_sum(out * np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 10.0)
+        return tape.gradient(loss, [source, *layer.trainable_variables])
+
+    def rescaled_gradient() -> Any:
+        source = tf.Variable(x)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(k.layers.Rescaling(np.array([1.0, 2.0, -1.0, 0.5]), offset=0.25)(source * 1.0) ** 2)
+        return tape.gradient(loss, source)
+    images = np.array([[0, 255, 7, 128], [1, 2, 3, 254]])
+    out: Result = {
+        "lookups": lookups, "negative": embed(np.array([-1, -6])), "out_of_range": attempt(lambda: embed(indices + 3)),
+        "sparse_gradient": attempt(sparse_gradient),
+        "regularized_gradient": attempt(lambda: sparse_gradient(embeddings_regularizer="l2")),
+        "embedding_errors": [attempt(lambda: k.layers.Embedding(0, 2)), attempt(lambda: k.layers.Embedding(3, 2.0)),
+                             attempt(lambda: k.layers.Embedding(3, 2).embeddings)],
+        "embedding_shape": list(k.layers.Embedding(3, 2).compute_output_shape((None, 5))),
+        "layer_norm": {"last": attempt(normalized), "tuple": attempt(lambda: normalized(axis=(1, 2))),
+                       "mixed_axes": attempt(lambda: normalized(axis=[-1, 1])),
+                       "epsilon": attempt(lambda: normalized(epsilon=0.5, center=False)),
+                       "plain": attempt(lambda: normalized(center=False, scale=False)),
+                       "float64": attempt(lambda: normalized("float64")),
+                       "int32": attempt(lambda: normalized("int32")),
+                       "bad_axis": attempt(lambda: normalized(axis=3)),
+                       "axis_type": attempt(lambda: k.layers.LayerNormalization(axis="last"))},
+        "norm_gradients": {"last": attempt(norm_gradients), "tuple": attempt(lambda: norm_gradients(axis=(1, 2))),
+                           "no_center": attempt(lambda: norm_gradients(center=False)),
+                           "no_scale": attempt(lambda: norm_gradients(scale=False, axis=1))},
+        "rescaling": {dtype: attempt(lambda dtype=dtype: k.layers.Rescaling(1 / 255.0, offset=-0.5)(
+            images.astype(dtype))) for dtype in ("uint8", "int32", "float64", "bool")},
+        "rescaling_channels": k.layers.Rescaling(np.array([1.0, 2.0, 3.0, 4.0]), offset=1.0)(images.astype("uint8")),
+        "rescaling_weights": len(k.layers.Rescaling(2.0).weights), "rescaling_gradient": attempt(rescaled_gradient),
+    }
+    tokens = rng.randint(0, 8, (8, 3)).astype(np.int32)
+    pixels = rng.randint(0, 256, (8, 4)).astype(np.uint8)
+    targets = rng.uniform(-1, 1, (8, 1)).astype(np.float32)
+    with env.strategy.scope():
+        seq = k.Sequential([k.Input((3,), dtype="int32"), k.layers.Embedding(8, 2), k.layers.LayerNormalization(),
+                            k.layers.Flatten(), k.layers.Dense(1)])
+        inputs = k.Input((4,), dtype="uint8")
+        scaled = k.layers.Rescaling(1 / 255.0)(inputs)
+        hidden = k.layers.LayerNormalization(axis=(1,), center=False)(k.layers.Dense(3)(scaled))
+        fun = k.Model(inputs, k.layers.Dense(1)(hidden))
+        for model, optimizer in ((seq, k.optimizers.SGD(0.1)), (fun, k.optimizers.Adam(0.01))):
+            _seeded_weights(model)
+            model.compile(optimizer=optimizer, loss="mse")
+    looked_up = [k.layers.Embedding(8, 2)(k.Input(shape, dtype=dtype)) for shape, dtype in (((5,), "int64"),
+                                                                                         ((2, 3), "float32"))]
+    out["symbolic"] = [[list(t.shape), np.dtype(t.dtype).name] for t in (scaled, hidden, fun.output, *looked_up)] + [
+        list(seq.output_shape)]
+    out["keys"] = _checkpoint_keys(env, seq=seq, fun=fun)
+    out["sequential_fit"] = _history(seq.fit(tokens, targets, batch_size=4, epochs=2, verbose=0, shuffle=False))
+    out["functional_fit"] = _history(fun.fit(pixels, targets, batch_size=4, epochs=2, verbose=0, shuffle=False))
+    out["predict"] = [seq.predict(tokens[:4], verbose=0), fun.predict(pixels[:4], verbose=0)]
+    return {**out, "weights": seq.get_weights() + fun.get_weights()}
