@@ -107,7 +107,9 @@ class LayerNormalization(BuiltinLayer):
     Keras 3's arithmetic on TF (``ops.layer_normalization``): ``tf.nn.moments``, ``inv = rsqrt(variance + epsilon) *
     gamma`` and ``x * inv + (beta - mean * inv)``, computed in float64 for float64 inputs and float32 for the others
     (its autocast is off), then cast back to the input's dtype and to the layer's (so integer inputs give truncated
-    values and no gradient, as in Keras). The backward pass follows TF's gradients of those ops."""
+    values and no gradient, as in Keras). The backward pass follows TF's gradients of those ops, summed in the order
+    TF's tape sums them. On 8 or more normalized groups TF's CPU kernel switches to a vectorised ``rsqrt`` that can
+    differ from the correctly rounded one in the last bit (cancellation in the output can magnify it)."""
 
     def __init__(self, axis: int | list | tuple = -1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
                  beta_initializer: Any = "zeros", gamma_initializer: Any = "ones", beta_regularizer: Any = None,
