@@ -10,7 +10,7 @@ The names follow ``tf.distribute`` so TF users feel at home::
 """
 
 from . import cluster, data, dtypes, errors, io, keras, linalg, math, nest, nn, train
-from .array_ops import (abs, add, argmax, argmin, cast, clip_by_value, concat, divide, equal, exp, expand_dims, fill,
+from .array_ops import (abs, add, add_n, argmax, argmin, cast, clip_by_value, concat, divide, equal, exp, expand_dims, fill,
                         gather, greater, greater_equal, identity, less, less_equal, log, matmul, maximum, minimum,
                         multiply, negative, not_equal, one_hot, ones, ones_like, range, rank, reduce_all, reduce_any,
                         reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, reshape, shape, sigmoid, size,
@@ -21,7 +21,7 @@ from .tensor_conversion import convert_to_tensor, is_tensor
 from .dtypes import (bool, complex64, complex128, float16, float32, float64, int8, int16, int32, int64, string,
                      uint8, uint16, uint32, uint64)
 from ._version import __version__
-from .autodiff import GradientTape, add_n
+from .autodiff import GradientTape
 from .constant import constant
 from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, VariableSynchronization
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions

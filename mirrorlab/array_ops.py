@@ -20,6 +20,7 @@ import numpy as np
 
 from . import errors, nn_kernels
 from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
+from .autodiff import add_n as autodiff_add_n
 from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
 from .tensor import array_module, as_tensor, is_string, truncating_divide
@@ -28,7 +29,7 @@ from .tensor_conversion import convert_to_tensor
 __all__ = ["identity", "stop_gradient", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
            "reduce_prod", "reduce_any", "reduce_all", "zeros", "ones", "zeros_like", "ones_like", "fill", "range",
            "stack", "concat", "shape", "size", "rank", "square", "sqrt", "exp", "log", "abs", "sigmoid", "tanh",
-           "negative", "relu", "add", "subtract", "multiply", "divide", "truediv", "maximum", "minimum", "equal",
+           "negative", "relu", "add", "add_n", "subtract", "multiply", "divide", "truediv", "maximum", "minimum", "equal",
            "not_equal", "greater", "greater_equal", "less", "less_equal", "argmax", "argmin", "matmul", "expand_dims",
            "squeeze", "transpose", "where", "one_hot", "clip_by_value", "gather"]
 
@@ -111,7 +112,8 @@ def _reshaped(x: Any, result: Any) -> Any:
 
 
 def shape(input: Any, out_type: Any = np.int32, name: str | None = None) -> Any:  # noqa: A002
-    """The shape as a 1-d integer tensor."""
+    """The shape as a 1-d integer tensor (int32 or int64)."""
+    check_types(np.zeros((), out_type), "int32, int64", "tf.shape's out_type", attr="out_type")
     return np.asarray(_tensor(input).shape, dtype=out_type)
 
 
@@ -132,7 +134,13 @@ def _axes(value: Any, axis: Any, op: str) -> tuple[int, ...] | None:
     """``axis`` (None, an int or a list) as a tuple of non-negative axes, with TF's error for one out of range."""
     if axis is None:
         return None
-    axes = tuple(int(a) for a in np.atleast_1d(untracked(axis)))
+    raw = np.atleast_1d(untracked(axis))
+    if raw.dtype.kind not in "iu" and not isinstance(untracked(axis), (np.ndarray, np.generic)):
+        raise TypeError(f"Cannot convert {axis!r} to EagerTensor of dtype int32")  # (NumPy axes are cast)
+    axes = tuple(int(a) for a in raw)
+    if len(set(a % max(value.ndim, 1) for a in axes)) != len(axes):
+        raise errors.InvalidArgumentError(f"Invalid reduction arguments: Axes contains duplicate dimension: "
+                                          f"{axes[-1] % max(value.ndim, 1)} [Op:{op}]")
     for a in axes:
         if not -value.ndim <= a < max(value.ndim, 1):
             raise errors.InvalidArgumentError(f"Invalid reduction dimension ({a} for input with {value.ndim} "
@@ -153,7 +161,7 @@ def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name
 
 def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
     """The mean over ``axis``: floats as NumPy (NaN when empty); integers divide truncating toward zero (0 when
-    empty), as TF's Mean kernel."""
+    empty), summed in 64 bits (narrower integers do not overflow; int64 wraps), as TF's Mean kernel."""
     input_tensor = watched(input_tensor)
     value = _tensor(input_tensor)
     check_types(value, _SUM_TYPES, "reduce_mean")
@@ -162,13 +170,14 @@ def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
         return input_tensor.mean(axis=axes, keepdims=keepdims)
     xp = array_module(value)
     count = value.size if axes is None else int(np.prod([value.shape[a] for a in axes]))
-    total = value.sum(axis=axes, keepdims=keepdims, dtype=value.dtype)
     if value.dtype.kind in "fc":
+        total = value.sum(axis=axes, keepdims=keepdims, dtype=value.dtype)
         with np.errstate(invalid="ignore", divide="ignore"):
             return xp.asarray(total / value.dtype.type(count)).astype(value.dtype)
+    total = value.sum(axis=axes, keepdims=keepdims, dtype=np.uint64 if value.dtype.kind == "u" else np.int64)
     if not count:
-        return xp.zeros_like(xp.asarray(total))
-    return truncating_divide(total, count)
+        return xp.zeros_like(xp.asarray(total)).astype(value.dtype)
+    return truncating_divide(total, count).astype(value.dtype)
 
 
 def _extreme(input_tensor: Any, axis: Any, keepdims: bool, op: str, highest: bool) -> Any:
@@ -313,15 +322,39 @@ def _dims_text(shape_value: Sequence[int]) -> str:
     return "[" + ",".join(str(d) for d in shape_value) + "]"
 
 
+def _pack_dtype(values: Sequence[Any]) -> np.dtype:
+    """The dtype TF converts a list of values to as one nested sequence (``tf.stack`` on axis 0): the first value
+    decides (a boolean: bool; any integer, NumPy's of any width too: int32, int64 when a value needs it; a float:
+    its dtype, float32 for a Python float), and an integer list holding a float becomes float32."""
+    arrays = [_tensor(v) for v in values]
+    kinds = [a.dtype.kind for a in arrays]
+    if kinds[0] == "b":
+        return np.dtype(bool)
+    if kinds[0] in "iu":
+        if "f" in kinds:
+            return np.dtype(np.float32)
+        wide = any(a.size and (a.min() < -(1 << 31) or a.max() >= 1 << 31) for a in arrays if a.dtype.kind in "iu")
+        return np.dtype(np.int64 if wide else np.int32)
+    return arrays[0].dtype
+
+
+def _converted(values: Sequence[Any], dtype: np.dtype) -> list[Any]:
+    """``values`` in ``dtype``: arrays cast, Python values converted as TF converts them (TypeError for a float
+    into an integer list, say)."""
+    return [_tensor(v).astype(dtype, copy=False) if isinstance(untracked(v), (np.ndarray, np.generic)) or
+            hasattr(untracked(v), "__array__") else constant(untracked(v), dtype) for v in values]
+
+
 def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
-    """The tensors in ``values`` (of one shape) stacked along a new ``axis``."""
+    """The tensors in ``values`` (of one shape) stacked along a new ``axis``: on axis 0 converted as one nested
+    list (``_pack_dtype``), on another in the first one's dtype, as TF's stack."""
     values = [watched(v) for v in values]
     if not len(values):
         return np.zeros((0,), np.float32)
-    arrays = [_tensor(v) for v in values]
-    if not any(isinstance(untracked(v), np.ndarray) for v in values):  # Python values convert as one list would
-        common = np.float32 if any(a.dtype.kind == "f" for a in arrays) else arrays[0].dtype
-        arrays = [a.astype(common) for a in arrays]
+    first = _tensor(values[0])
+    if not -first.ndim - 1 <= axis <= first.ndim:
+        raise ValueError(f"Argument `axis` = {axis} not in range [{-first.ndim - 1}, {first.ndim + 1})")
+    arrays = _converted(values, _pack_dtype(values) if axis == 0 else first.dtype)
     for k, a in enumerate(arrays[1:], start=1):
         if a.shape != arrays[0].shape:
             raise errors.InvalidArgumentError(
@@ -334,11 +367,13 @@ def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
 def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
     """The tensors in ``values`` joined along ``axis`` (in the first one's dtype)."""
     values = [watched(v) for v in values]
-    arrays = [_tensor(v) for v in values]
-    arrays = [a.astype(arrays[0].dtype) for a in arrays]
+    arrays = _converted(values, _tensor(values[0]).dtype)
     if len(arrays) == 1:
         return values[0] if isinstance(values[0], Tracked) else arrays[0]
     first = arrays[0]
+    if not -builtins.max(first.ndim, 1) <= int(axis) < builtins.max(first.ndim, 1):
+        raise errors.InvalidArgumentError(f"ConcatOp : Expected concatenating dimensions in the range "
+                                          f"[{-first.ndim}, {first.ndim}), but got {int(axis)} [Op:ConcatV2] name: concat")
     where = int(axis) % builtins.max(first.ndim, 1)
     for k, a in enumerate(arrays[1:], start=1):
         for d in builtins.range(first.ndim):
@@ -430,10 +465,11 @@ _ARITHMETIC_TYPES = {
            "complex128",
     **dict.fromkeys(("Maximum", "Minimum"), "bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, "
                                             "int64, uint64"),
+    "MatMul": "bfloat16, half, float, double, int32, int64, uint8, uint16, uint32, uint64, complex64, complex128",
     **dict.fromkeys(("Greater", "GreaterEqual", "Less", "LessEqual"),
                     "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64"),
 }
-_HINTED = {"AddV2", "RealDiv"}  # tf.add and tf.divide convert the second operand with only a dtype hint
+_HINTED = {"AddV2", "RealDiv", "MatMul"}  # tf.add, tf.divide and tf.matmul convert the second operand with a hint
 
 
 def _python_operand(value: Any, dtype: np.dtype, op: str) -> Any:
@@ -535,9 +571,31 @@ def divide(x: Any, y: Any, name: str | None = None) -> Any:
         return np.true_divide(_tensor(x), raw)
 
 
+def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
+    """The element-wise sum of ``inputs`` (one dtype and shape, as TF's AddN); differentiable on a tape."""
+    inputs = list(inputs)
+    if not inputs:
+        raise ValueError("Inputs must be an iterable of at least one Tensor/IndexedSlices with the same dtype and "
+                         "shape.")
+    first = _tensor(inputs[0])
+    for k, value in enumerate(inputs[1:], start=1):
+        other = _tensor(value)
+        if other.dtype != first.dtype:
+            raise errors.InvalidArgumentError(
+                f"cannot compute AddN as input #{k}(zero-based) was expected to be a {tf_dtype(first)} tensor but is "
+                f"a {tf_dtype(other)} tensor [Op:AddN] name: \nFix: cast the inputs to one dtype.")
+        if other.shape != first.shape:
+            raise errors.InvalidArgumentError(
+                f"Inputs to operation AddN of type AddN must have the same size and shape.  Input 0: "
+                f"{_dims_text(first.shape)} != input {k}: {_dims_text(other.shape)} [Op:AddN] name: ")
+    return autodiff_add_n(inputs)
+
+
 def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
     """Equal/NotEqual convert the second operand as ``tf.constant`` would (a Python float never becomes an int)."""
     a = _tensor(x)
+    if is_string(a.dtype):
+        return a, _tensor(y)  # strings compare as TF's bytes
     return a, constant(untracked(y), a.dtype)
 
 
@@ -592,7 +650,7 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     """The matrix product of (batches of) matrices, in ``a``'s dtype; differentiable on a tape."""
     a, b = watched(a), watched(b)
     x, y = _operands(a, b, "MatMul")
-    if x.ndim != y.ndim:
+    if x.ndim != y.ndim and builtins.min(x.ndim, y.ndim) < 2:
         raise errors.InvalidArgumentError(f"In[0] and In[1] has different ndims: {_dims_text(x.shape)} vs. "
                                           f"{_dims_text(y.shape)} [Op:MatMul] name: ")
     if x.ndim < 2:
@@ -640,15 +698,25 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose") -> Any:
     a = watched(a)
     value = _tensor(a)
     order = tuple(reversed(builtins.range(value.ndim))) if perm is None else tuple(int(p) for p in perm)
+    for p in order:
+        if not 0 <= p < value.ndim:
+            raise errors.InvalidArgumentError(f"{p} is out of range [0 .. {value.ndim}) [Op:Transpose]")
+    for d in builtins.range(value.ndim):
+        if d not in order:
+            raise errors.InvalidArgumentError(f"{d} is missing from {{{','.join(map(str, order))}}}. [Op:Transpose]")
     return with_gradient(array_module(value).transpose(value, order), [a], lambda g: [g.transpose(np.argsort(order))])
 
 
 def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
     """``x`` where ``condition`` holds, else ``y``; with only ``condition``, the int64 coordinates of its True
     elements."""
-    cond = _tensor(condition)
+    raw = untracked(condition)
+    cond = constant(raw, np.bool_) if isinstance(raw, (list, tuple, bool, int, float)) else \
+        _tensor(condition).astype(np.bool_, copy=False)  # (NumPy conditions are cast, as TF casts them)
     if x is None and y is None:
         return array_module(cond).argwhere(cond).astype(np.int64)
+    if x is None or y is None:
+        raise ValueError("x and y must both be non-None or both be None.")
     x, y = watched(x), watched(y)
     a, b = _operands(x, y, "SelectV2")
     return with_gradient(array_module(cond).where(cond, a, b), [x, y],
@@ -659,7 +727,12 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
             dtype: Any = None, name: str | None = None) -> Any:
     """One-hot rows for ``indices`` (all off for an index outside ``[0, depth)``), float32 by default."""
     index = _tensor(indices)
-    dtype = np.dtype(dtype or (_tensor(on_value).dtype if on_value is not None else np.float32))
+    check_types(index, "uint8, int8, int32, int64", "one_hot's indices", attr="TI")
+    if on_value is not None and off_value is not None and _tensor(on_value).dtype != _tensor(off_value).dtype:
+        raise TypeError(f"dtype <dtype: '{_tensor(on_value).dtype.name}'> of on_value does not match dtype <dtype: "
+                        f"'{_tensor(off_value).dtype.name}'> of off_value")
+    given = on_value if on_value is not None else off_value
+    dtype = np.dtype(dtype or (_tensor(given).dtype if given is not None else np.float32))
     on = 1 if on_value is None else untracked(on_value)
     off = 0 if off_value is None else untracked(off_value)
     hot = index[..., None] == np.arange(int(depth))
@@ -675,6 +748,7 @@ def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) ->
     """The slices of ``params`` at ``indices`` along ``axis`` (TF's error for an index out of range)."""
     params = watched(params)
     value, index = _tensor(params), _tensor(indices)
+    check_types(index, "int16, int32, int64", "gather's indices", attr="Tindices")
     bound = value.shape[axis]
     for k, i in enumerate(np.ravel(index)):
         if not 0 <= i < bound:
