@@ -93,6 +93,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
     """``tensor`` with a new shape (one dimension may be -1)."""
     tensor = watched(tensor)
     value = _tensor(tensor)
+    check_types(_tensor(shape), "int32, int64", "tf.reshape's shape", attr="Tshape")
     dims = [int(d) for d in np.atleast_1d(_tensor(shape))]
     unknown = [i for i, d in enumerate(dims) if d == -1]
     if len(unknown) > 1:
@@ -262,7 +263,10 @@ def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name
 
 
 def _dims(shape_value: Any) -> tuple[int, ...]:
-    dims = tuple(int(d) for d in np.atleast_1d(_tensor(shape_value)))
+    """A shape argument's dimensions (Python floats refused with TF's conversion error; none may be negative)."""
+    raw = untracked(shape_value)
+    dims = tuple(int(d) for d in np.atleast_1d(constant(raw, np.int32) if isinstance(raw, (list, tuple, float, int))
+                                               else _tensor(shape_value)))
     for d in dims:
         if d < 0:
             raise errors.InvalidArgumentError(f"Dimension {d} must be >= 0 [Op:Fill] name: ")
@@ -294,6 +298,7 @@ def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  #
 def fill(dims: Any, value: Any, name: str | None = None) -> Any:
     """A tensor of shape ``dims`` filled with ``value`` (in ``value``'s dtype)."""
     scalar = _tensor(value)
+    check_types(_tensor(dims), "int32, int64", "tf.fill's dims", attr="index_type")
     return np.full(_dims(dims), scalar, dtype=scalar.dtype)
 
 
@@ -306,7 +311,8 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name
         kinds = [v.dtype for v in values]
         dtype = builtins.max(kinds, key=lambda d: (d.kind == "f", d.itemsize))
     dtype = np.dtype(dtype)
-    first, last, step = (v.astype(dtype).item() for v in values)
+    first, last, step = (constant(untracked(v), dtype).item() if isinstance(untracked(v), (bool, int, float))
+                         else a.astype(dtype).item() for v, a in zip((start, limit, delta), values))
     if step == 0:
         raise errors.InvalidArgumentError(f"Requires delta != 0: {step} [Op:Range] name: ")
     if (step > 0 and first > last) or (step < 0 and first < last):
@@ -426,6 +432,9 @@ def log(x: Any, name: str | None = None) -> Any:
 
 def abs(x: Any, name: str | None = None) -> Any:  # noqa: A001
     """Absolute value."""
+    if _tensor(x).dtype.kind == "c":  # TF's ComplexAbs: the magnitude, in the matching float dtype
+        value = _tensor(x)
+        return with_gradient(np.abs(value), [watched(x)], lambda g: [g * value / np.where(value == 0, 1, np.abs(value))])
     return _unary(x, np.abs, _ABS_TYPES, "abs", lambda g, v, r: g * np.sign(v))
 
 
@@ -633,6 +642,9 @@ def _arg(input: Any, axis: Any, output_type: Any, op: str, fn: Callable[..., Any
     if value.shape[axis] == 0:
         raise errors.InvalidArgumentError(f"Reduction axis {axis} is empty in shape {_dims_text(value.shape)} "
                                           f"[Op:{op}] name: ")
+    if value.dtype.kind in "fc" and np.isnan(value).any():  # TF's kernel passes over NaNs
+        xp = array_module(value)
+        value = xp.where(xp.isnan(value), -np.inf if op == "ArgMax" else np.inf, value)
     return array_module(value).asarray(fn(value, axis=axis)).astype(np.dtype(output_type))
 
 
@@ -675,6 +687,8 @@ def expand_dims(input: Any, axis: int, name: str | None = None) -> Any:  # noqa:
     """``input`` with a new dimension of size 1 at ``axis``."""
     input = watched(input)  # noqa: A001
     value = _tensor(input)
+    axis = int(np.reshape(constant(untracked(axis), np.int32) if isinstance(untracked(axis), (list, tuple, float))
+                          else _tensor(axis), -1)[0])  # (a one-element list is an axis too; a float is refused)
     if not -value.ndim - 1 <= axis <= value.ndim:
         raise errors.InvalidArgumentError(f"Tried to expand dim index {axis} for tensor with {value.ndim} dimensions. "
                                           "[Op:ExpandDims]")
@@ -687,6 +701,9 @@ def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Any:  # no
     value = _tensor(input)
     axes = None if axis is None else tuple(int(a) for a in np.atleast_1d(axis))
     for a in axes or ():
+        if not -value.ndim <= a < value.ndim:
+            raise errors.InvalidArgumentError(f"Tried to squeeze dim index {a} for tensor with {value.ndim} "
+                                              "dimensions. [Op:Squeeze] name: ")
         if value.shape[a] != 1:
             raise errors.InvalidArgumentError(f"Can not squeeze dim[{a % value.ndim}], expected a dimension of 1, got "
                                               f"{value.shape[a]} [Op:Squeeze]")
@@ -728,6 +745,8 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
     """One-hot rows for ``indices`` (all off for an index outside ``[0, depth)``), float32 by default."""
     index = _tensor(indices)
     check_types(index, "uint8, int8, int32, int64", "one_hot's indices", attr="TI")
+    if int(untracked(depth)) < 0:
+        raise errors.InvalidArgumentError(f"depth must be non-negative, got: {int(untracked(depth))} [Op:OneHot]")
     if on_value is not None and off_value is not None and _tensor(on_value).dtype != _tensor(off_value).dtype:
         raise TypeError(f"dtype <dtype: '{_tensor(on_value).dtype.name}'> of on_value does not match dtype <dtype: "
                         f"'{_tensor(off_value).dtype.name}'> of off_value")

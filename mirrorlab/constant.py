@@ -34,7 +34,7 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
         if python and dtype.kind in "iu" and _out_of_int64(value):
             raise ValueError("Can't convert Python sequence with out-of-range integer to Tensor.")
         array = np.asarray(value, dtype=object if python and _out_of_int64(value) else None)
-        if python and ((dtype.kind in "iu" and array.dtype.kind in "fc") or
+        if python and array.size and ((dtype.kind in "iu" and array.dtype.kind in "fc") or
                        (dtype.kind == "b" and array.dtype.kind in "iufc") or
                        (array.dtype.kind == "b" and dtype.kind in "iuc" and dtype not in _BOOL_INTS)):
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")

@@ -357,6 +357,19 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.add_n([])',
     'tf.reduce_sum(np.array([[1, 2], [3, 4]], np.int32), axis=0.0)',
     'tf.equal(["a", "b"], ["a", "c"])',
+    # shape and axis arguments converted as TF converts them; complex magnitudes; NaN in argmax
+    'tf.zeros(2.0)',
+    'tf.fill([2.0], 1)',
+    'tf.range(0, 3.5, dtype=tf.int32)',
+    'tf.reshape([1., 2., 3., 4.], [4.0])',
+    'tf.expand_dims(np.array([1., 2.], np.float32), 0.0)',
+    'tf.expand_dims([1., 2.], [0])',
+    'tf.squeeze(np.ones((1, 2)), 3)',
+    'tf.one_hot([0], -1)',
+    'tf.abs(np.array([3 + 4j], np.complex64))',
+    'tf.argmax([1.0, np.nan, 3.0])',
+    'tf.argmax([np.nan, 1.0])',
+    'tf.argmin([[2.0, np.nan], [np.nan, 0.5]], axis=1)',
 ]
 
 
