@@ -49,6 +49,12 @@ def _tensor(x: Any) -> Any:
     return as_tensor(untracked(x))
 
 
+def _index_tensor(x: Any) -> Any:
+    """A shape or index argument as an array (an empty Python list is int32, as TF converts it)."""
+    raw = untracked(x)
+    return np.zeros((0,), np.int32) if isinstance(raw, (list, tuple)) and not len(raw) else _tensor(x)
+
+
 def check_types(x: Any, allowed: str, what: str, attr: str = "T") -> None:
     """TF's kernel registry error for a dtype an op has no kernel for (its type attribute ``attr``)."""
     name = tf_dtype(x)
@@ -93,8 +99,8 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
     """``tensor`` with a new shape (one dimension may be -1)."""
     tensor = watched(tensor)
     value = _tensor(tensor)
-    check_types(_tensor(shape), "int32, int64", "tf.reshape's shape", attr="Tshape")
-    dims = [int(d) for d in np.atleast_1d(_tensor(shape))]
+    check_types(_index_tensor(shape), "int32, int64", "tf.reshape's shape", attr="Tshape")
+    dims = [int(d) for d in np.atleast_1d(_index_tensor(shape))]
     unknown = [i for i, d in enumerate(dims) if d == -1]
     if len(unknown) > 1:
         raise errors.InvalidArgumentError(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]} "
@@ -298,7 +304,7 @@ def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  #
 def fill(dims: Any, value: Any, name: str | None = None) -> Any:
     """A tensor of shape ``dims`` filled with ``value`` (in ``value``'s dtype)."""
     scalar = _tensor(value)
-    check_types(_tensor(dims), "int32, int64", "tf.fill's dims", attr="index_type")
+    check_types(_index_tensor(dims), "int32, int64", "tf.fill's dims", attr="index_type")
     return np.full(_dims(dims), scalar, dtype=scalar.dtype)
 
 
@@ -597,7 +603,7 @@ def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
             raise errors.InvalidArgumentError(
                 f"Inputs to operation AddN of type AddN must have the same size and shape.  Input 0: "
                 f"{_dims_text(first.shape)} != input {k}: {_dims_text(other.shape)} [Op:AddN] name: ")
-    return autodiff_add_n(inputs)
+    return autodiff_add_n([v if isinstance(v, Tracked) else _tensor(v) for v in inputs])
 
 
 def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
