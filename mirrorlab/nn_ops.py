@@ -11,14 +11,15 @@ from typing import Any
 import numpy as np
 
 from . import errors, nn_kernels
-from .array_ops import FLOAT_TYPES, cast, check_types
-from .autodiff import untracked, with_gradient
+from .array_ops import (_RELU_TYPES, FLOAT_TYPES, _tensor, _unary, add, cast, check_types, reduce_mean, square, squeeze,
+                        stop_gradient, subtract)
+from .autodiff import untracked, watched, with_gradient
 from .collective.group import tf_dtype
 from .tensor import array_module, to_host
 from .tensor_conversion import convert_to_tensor
 
 __all__ = ["softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
-           "sigmoid_cross_entropy_with_logits", "l2_loss", "check_labels"]
+           "sigmoid_cross_entropy_with_logits", "l2_loss", "check_labels", "relu6", "leaky_relu", "bias_add", "moments"]
 
 _SOFTMAX_TYPES = "half, bfloat16, float, double"
 _LABEL_TYPES = "int32, int64"
@@ -216,3 +217,48 @@ def l2_loss(t: Any, name: str | None = None) -> Any:
     half = value.dtype.type(0.5)
     result = array_module(value).asarray((value * value * half).sum(dtype=value.dtype))
     return with_gradient(result, [t], lambda g: [value * g])
+
+
+def relu6(features: Any, name: str | None = None) -> Any:
+    """``min(max(features, 0), 6)``; the gradient passes strictly between 0 and 6, as TF's Relu6."""
+    return _unary(features, lambda v: np.minimum(np.maximum(v, 0), 6), _RELU_TYPES, "nn.relu6",
+                  lambda g, v, r: g * ((v > 0) & (v < 6)))
+
+
+def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Any:
+    """``features`` where positive, else ``alpha * features`` (integers computed as float32, as TF's)."""
+    features = watched(features)
+    value = _tensor(features)
+    if value.dtype.kind in "iu":
+        value = value.astype(np.float32)
+    slope = value.dtype.type(alpha)
+    result = np.where(value > 0, value, value * slope).astype(value.dtype)
+    return with_gradient(result, [features], lambda g: [np.where(value > 0, g, g * slope)])
+
+
+def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | None = None) -> Any:
+    """``value + bias`` along the last dimension (``bias`` 1-D, one entry per channel)."""
+    channels = _tensor(bias)
+    shape = np.shape(_tensor(value))
+    if channels.ndim != 1:
+        raise errors.InvalidArgumentError(f"Biases must be 1D: [{','.join(map(str, channels.shape))}] [Op:BiasAdd]")
+    if len(shape) < 2 or shape[-1] != channels.shape[0]:
+        raise errors.InvalidArgumentError(f"Must provide as many biases as the last dimension of the input tensor: "
+                                          f"[{channels.shape[0]}] vs. [{','.join(map(str, shape))}] [Op:BiasAdd]")
+    return add(value, bias)
+
+
+def moments(x: Any, axes: Any, shift: Any = None, keepdims: bool = False, name: str | None = None) -> tuple[Any, Any]:
+    """``(mean, variance)`` over ``axes`` (the variance around the mean, which it does not differentiate through,
+    as TF composes it); float16 inputs computed in float32."""
+    if isinstance(untracked(x), (list, tuple)):
+        raise AttributeError(f"'{type(untracked(x)).__name__}' object has no attribute 'dtype'")  # (as TF's moments)
+    value = _tensor(x)
+    y = cast(x, np.float32) if value.dtype == np.float16 else x
+    mean = reduce_mean(y, axis=axes, keepdims=True)
+    variance = reduce_mean(square(subtract(y, stop_gradient(mean))), axis=axes, keepdims=True)
+    if not keepdims:
+        mean, variance = squeeze(mean, axis=axes), squeeze(variance, axis=axes)
+    if value.dtype == np.float16:
+        mean, variance = cast(mean, np.float16), cast(variance, np.float16)
+    return mean, variance

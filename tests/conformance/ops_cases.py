@@ -416,6 +416,14 @@ OPS_EXPRESSIONS: list[str] = [
     "gradient(tf, 'tf.reduce_sum(tf.sort(v, direction=\"DESCENDING\") * [1., 3.])', [0.5, 2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.floor(v) + tf.sign(v))', [0.5, 2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.abs(v) * tf.math.multiply_no_nan(v, [0., 1.]))', [0.5, 2.0])",
+    'tf.nn.relu6([-1.0, 3.0, 7.0])', 'tf.nn.relu6([-1, 3, 7])', 'tf.nn.leaky_relu([-1.0, 2.0])',
+    'tf.nn.leaky_relu([-1, 2], alpha=0.5)', 'tf.nn.moments([[1.0, 2.0], [3.0, 6.0]], axes=[0])',
+    'tf.nn.moments(np.array([[1.0, 2.0], [3.0, 6.0]], np.float16), axes=[1])',
+    'tf.nn.moments(np.array([[1.0, 2.0], [3.0, 6.0]], np.float32), axes=[0, 1], keepdims=True)', 'tf.nn.bias_add([[1.0, 2.0]], [0.5, 1.0])',
+    'tf.nn.bias_add([[1.0, 2.0]], [0.5])', 'tf.nn.bias_add([[1.0, 2.0]], [[0.5, 1.0]])',
+    "gradient(tf, 'tf.reduce_sum(tf.nn.relu6(v * 4.) + tf.nn.leaky_relu(v - 1.))', [0.5, 2.0])",
+    "gradient(tf, 'tf.nn.moments(v, axes=[0])[1]', [0.5, 2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.nn.bias_add(tf.reshape(v, (1, 2)), [1., 2.]) ** 2)', [0.5, 2.0])",
 ]
 
 
