@@ -78,7 +78,7 @@ def test_collective_only_the_chief_calls_ends_in_deadlock_error_not_a_hang():
     def program():
         strategy = ml.MultiWorkerMirroredStrategy()
         if strategy.extended.should_checkpoint:
-            strategy.run(lambda: ml.get_replica_context().all_reduce("sum", 1.0))
+            strategy.run(lambda: ml.get_replica_context().all_reduce("sum", ml.constant(1.0)))
         return "done"
 
     result = SimCluster(workers=2, seed=4).run(program)
@@ -153,7 +153,7 @@ def test_timeout_is_virtual_and_raises_deadline_exceeded():
     def program():
         options = ml.CommunicationOptions(timeout_seconds=3.0)
         strategy = ml.MultiWorkerMirroredStrategy(communication_options=options)
-        strategy.run(lambda: ml.get_replica_context().all_reduce("sum", 1.0))
+        strategy.run(lambda: ml.get_replica_context().all_reduce("sum", ml.constant(1.0)))
         return "ok"
 
     started = time.monotonic()
@@ -223,7 +223,7 @@ def test_replicas_that_disagree_locally_are_reported():
         def step():
             ctx = ml.get_replica_context()
             if ctx.replica_id_in_sync_group % 2 == 0:
-                return ctx.all_reduce("sum", 1.0)
+                return ctx.all_reduce("sum", ml.constant(1.0))
             return 0.0
 
         return strategy.run(step)

@@ -65,6 +65,7 @@ class ReplicaContext:
         IndexedSlices (sparse gradients) combine by concatenating every replica's rows (MEAN scales them)."""
         op = ReduceOp.coerce(reduce_op)
         self._strategy.extended._options.merge(options)  # validates options, as TF does even for one replica
+        _check_python_numbers(self._strategy, value, "all_reduce")
         leaves = [x if isinstance(x, IndexedSlices) else as_tensor(x) for x in nest.flatten(value)]
         ext = self._strategy.extended
         if self.num_replicas_in_sync == 1:  # TF: a one-replica all-reduce is the identity (dtype kept)
@@ -86,8 +87,15 @@ class ReplicaContext:
         return self._sync(f"all_reduce({op.name})", (value, leaves), handler)
 
     def all_gather(self, value: Any, axis: int, options: Options | None = None) -> Any:
-        """Concatenate ``value`` (a nest) from all replicas along ``axis``, in replica-id order."""
-        leaves = [as_tensor(x) for x in nest.flatten(value)]
+        """Concatenate ``value`` (a nest) from all replicas along ``axis``, in replica-id order. Python numbers
+        are not gathered: each comes back as a tensor of itself, as in TF."""
+        flat = nest.flatten(value)
+        _check_python_numbers(self._strategy, value, "all_gather")
+        if any(is_python_number(x) for x in flat):
+            tensors = [x for x in flat if not is_python_number(x)]
+            gathered = iter(self.all_gather(tensors, axis, options) if tensors else ())
+            return nest.pack_sequence_as(value, [as_tensor(x) if is_python_number(x) else next(gathered) for x in flat])
+        leaves = [as_tensor(x) for x in flat]
         if self.num_replicas_in_sync == 1:
             return nest.pack_sequence_as(value, leaves)
         ext = self._strategy.extended
@@ -130,6 +138,24 @@ def _own(result: Any) -> Any:
     if isinstance(result, IndexedSlices):
         return IndexedSlices(result.values.view(), result.indices.view(), result.dense_shape)
     return result.view()
+
+
+def is_python_number(value: Any) -> bool:
+    """Whether ``value`` is a Python bool, int or float (not a NumPy scalar)."""
+    return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+
+
+def _check_python_numbers(strategy: Any, value: Any, what: str) -> None:
+    """TF's errors for Python numbers in a collective: MultiWorkerMirroredStrategy finds no destination for them;
+    MirroredStrategy's all-reduce reads their dtype (its all-gather hands them back, see ``all_gather``)."""
+    numbers = [leaf for leaf in nest.flatten(value) if is_python_number(leaf)]
+    if not numbers:
+        return
+    if not strategy.extended._is_mirrored:
+        raise ValueError("destinations must be one of a `DistributedValues` object, a tf.Variable object, or a device "
+                         f"string.\nFix: pass tensors to {what} (e.g. tf.constant({numbers[0]!r})), not Python numbers.")
+    if what == "all_reduce":
+        raise AttributeError(f"'{type(numbers[0]).__name__}' object has no attribute 'dtype'")
 
 
 def _same_structures(requests: list[SyncRequest]) -> list[Any]:

@@ -35,7 +35,7 @@ from .input_lib import DistributedDataset
 from .one_device import concat_on_one_device, is_int32
 from .regroup import regroup, select_replica
 from .scatter import reduce_slices
-from .replica_context import ReplicaContext
+from .replica_context import ReplicaContext, is_python_number
 from .replica_pool import InlinePool, SyncRequest, ThreadPool
 from .values import Mirrored, ReplicaValues
 from .variables import (DistributedVariable, MirroredVariable, SyncOnReadVariable, _initial_array,
@@ -338,6 +338,10 @@ class Strategy:
                 raise TypeError(f"{exc}\nFix: pass `axis` as an int or a tuple of ints, e.g. axis="
                                 f"{tuple(axis) if isinstance(axis, list) else 0}.") from None
         site = user_call_site()
+        for leaf in nest.flatten(value) if self._extended._is_mirrored and len(self._extended._devices) > 1 else ():
+            if isinstance(leaf, ReplicaValues) and any(is_python_number(c) for c in leaf.values):
+                number = next(c for c in leaf.values if is_python_number(c))  # (from a values function)
+                raise AttributeError(f"'{type(number).__name__}' object has no attribute 'device'")
         if axis is None and self._is_plain_nest(value):
             with context.enter(self, None):
                 return self._reduce_leaves(op, [value], site, copies=True)[0]
@@ -406,6 +410,8 @@ class Strategy:
                 return _on_device(array, lambda a: array_module(a).zeros(a.shape, a.dtype))
         if op == ReduceOp.MEAN:
             return value
+        if value is None and self.num_replicas_in_sync > 1:
+            raise ValueError(f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}.")
         array = _to_tensor(value)
         if self.num_replicas_in_sync == 1:
             return array
@@ -473,8 +479,8 @@ class Strategy:
         each distributed leaf replaced by that replica's component; ``(value,)`` if nothing is distributed."""
         if isinstance(value, (ReplicaValues, DistributedVariable)):
             return tuple(value.values)
-        if not any(_is_distributed(leaf) for leaf in nest.flatten(value)):
-            return (value,)
+        if not any(_is_distributed(leaf) for leaf in nest.flatten(value)):  # a nest: one copy per local replica
+            return tuple(value for _ in self._extended._devices) if nest.is_nested(value) else (value,)
         return tuple(nest.map_structure(lambda v, k=k: v.values[k] if _is_distributed(v) else v, value)
                      for k in range(len(self._extended._devices)))
 
@@ -503,11 +509,11 @@ def _holds_slices(value: Any) -> bool:
 
 
 def _to_tensor(value: Any) -> Any:
-    """``value`` as one array, with TF's ValueError for a dict (``convert_to_tensor`` rejects mappings)."""
-    if isinstance(value, Mapping):
+    """``value`` as one array, with TF's ValueError for a dict or None (``convert_to_tensor`` rejects them)."""
+    if isinstance(value, Mapping) or value is None:
         raise ValueError(f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
-                         "Tensor.\nFix: reduce or gather the dict's values one by one, e.g. "
-                         "{k: strategy.reduce(op, v, axis=None) for k, v in d.items()}.")
+                         "Tensor.\nFix: reduce or gather tensors (a dict's values one by one, e.g. "
+                         "{k: strategy.reduce(op, v, axis=None) for k, v in d.items()}).")
     return as_tensor(value)
 
 

@@ -1835,15 +1835,36 @@ def variable_created_in_run(api: Any, s: Any) -> Result:
             "components": components(s, created[0]) if created else None}
 
 
-@case(tf_only_quirk=("A",))  # TF's MirroredStrategy: AttributeError "'float' object has no attribute 'device'"
+@case()
 def reduce_python_per_replica(api: Any, s: Any) -> Result:
-    """PerReplica values holding Python floats/ints and float64 NumPy arrays (not converted before reduce)."""
+    """PerReplica values holding Python floats/ints and float64 NumPy arrays (not converted before reduce; TF's
+    MirroredStrategy on several devices refuses the Python numbers: "'float' object has no attribute 'device'")."""
     out: Result = {}
     for label, make in (("float", lambda i: i + 1.5), ("int", lambda i: i + 1),
                         ("numpy_float64", lambda i: np.array([i + 1.0, 2.0]))):
         p = s.experimental_distribute_values_from_function(lambda ctx, make=make: make(ctx.replica_id_in_sync_group))
         out.update(reduce_grid(api, s, p, axes=(None,), prefix=f"{label}|"))
     return out
+
+
+@case()
+def collectives_of_python_numbers(api: Any, s: Any) -> Result:
+    """Python numbers in replica collectives: MultiWorkerMirroredStrategy finds no destination for them (ValueError),
+    MirroredStrategy's all_reduce reads their dtype (AttributeError) and its all_gather hands each back as a
+    tensor of itself; a plain nest's local results are one copy per local replica."""
+    ctx = api.get_replica_context
+
+    def local(fn: Any) -> Any:
+        return attempt(lambda: s.experimental_local_results(s.run(fn)))
+    return {"all_reduce_float": local(lambda: ctx().all_reduce("SUM", 1.5)),
+            "all_reduce_nested": local(lambda: ctx().all_reduce("SUM", {"a": 1, "b": (2.0,)})),
+            "all_gather_float": local(lambda: ctx().all_gather(1.5, axis=0)),
+            "all_gather_list": local(lambda: ctx().all_gather([2.5], axis=0)),
+            "local_results_list": attempt(lambda: s.experimental_local_results([1, 2])),
+            "local_results_dict": attempt(lambda: s.experimental_local_results({"a": 1.0})),
+            "local_results_scalar": attempt(lambda: s.experimental_local_results(3.0)),
+            "reduce_none_sum": attempt(lambda: s.reduce("SUM", s.run(lambda: None), axis=None)),
+            "reduce_none_mean": attempt(lambda: s.reduce("MEAN", None, axis=None))}
 
 
 @case(setups=("A",))
