@@ -1,5 +1,5 @@
 """More of TF's array functions: tiling, reversing, splitting and unstacking, boolean masks, cumulative sums, sorting,
-evenly spaced values, identity matrices, norms, matrix transposes and ``cond``, with TF 2.21's dtypes, values and
+padding, evenly spaced values, identity matrices, norms, matrix transposes and ``cond``, with TF 2.21's dtypes, values and
 errors; the ones TF differentiates carry their gradients on a recording tape."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .array_ops import _tensor, check_types, reduce_sum, sqrt, square, transpose
 from .autodiff import untracked, watched, with_gradient
 from .tensor import array_module
 
-__all__ = ["argsort", "boolean_mask", "cond", "cumsum", "eye", "linspace", "matrix_transpose", "norm", "reverse",
+__all__ = ["argsort", "boolean_mask", "cond", "cumsum", "eye", "linspace", "matrix_transpose", "norm", "pad", "reverse",
            "sort", "split", "tile", "unstack"]
 
 
@@ -206,3 +206,34 @@ def cond(pred: Any, true_fn: Callable[[], Any] | None = None, false_fn: Callable
 def _shape_text(shape: Sequence[int]) -> str:
     return f"({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
 
+
+
+def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any = 0, name: str | None = None) -> Any:
+    """``tensor`` padded by ``paddings`` (``[[before, after], ...]`` per dimension): with ``constant_values``, or
+    mirrored (REFLECT leaves the edge out, SYMMETRIC repeats it); the gradient sums back onto the positions each
+    padded value came from."""
+    tensor = watched(tensor)
+    value = _tensor(tensor)
+    widths = np.asarray(_tensor(paddings)).astype(np.int64)
+    if widths.shape != (value.ndim, 2):
+        raise errors.InvalidArgumentError(f"The first dimension of paddings must be the rank of inputs"
+                                          f"[{','.join(map(str, widths.shape))}] [{','.join(map(str, value.shape))}] "
+                                          "[Op:Pad]")
+    mode = mode.upper()
+    if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
+        raise ValueError(f'Value of argument `mode` expected to be one of "CONSTANT", "REFLECT", or "SYMMETRIC". '
+                         f"Received `mode` = {mode}")
+    pairs = [tuple(int(w) for w in row) for row in widths]
+    if mode == "CONSTANT":
+        result = np.pad(value, pairs, constant_values=np.asarray(untracked(constant_values)).astype(value.dtype))
+        source = np.pad(np.arange(value.size).reshape(value.shape), pairs, constant_values=-1)
+    else:
+        numpy_mode = mode.lower()
+        result = np.pad(value, pairs, mode=numpy_mode)
+        source = np.pad(np.arange(value.size).reshape(value.shape), pairs, mode=numpy_mode)
+
+    def grads(g: Any) -> list[Any]:
+        inside = source >= 0
+        summed = np.bincount(source[inside], weights=np.asarray(g)[inside], minlength=value.size)
+        return [summed.reshape(value.shape).astype(g.dtype)]
+    return with_gradient(result, [tensor], grads)

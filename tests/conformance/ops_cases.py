@@ -424,6 +424,12 @@ OPS_EXPRESSIONS: list[str] = [
     "gradient(tf, 'tf.reduce_sum(tf.nn.relu6(v * 4.) + tf.nn.leaky_relu(v - 1.))', [0.5, 2.0])",
     "gradient(tf, 'tf.nn.moments(v, axes=[0])[1]', [0.5, 2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.nn.bias_add(tf.reshape(v, (1, 2)), [1., 2.]) ** 2)', [0.5, 2.0])",
+    'tf.pad([[1, 2], [3, 4]], [[1, 0], [0, 2]])', 'tf.pad([[1., 2.]], [[0, 0], [1, 1]], constant_values=9)',
+    'tf.pad([[1, 2, 3], [4, 5, 6]], [[1, 1], [2, 2]], mode="REFLECT")',
+    'tf.pad([[1, 2, 3], [4, 5, 6]], [[1, 1], [2, 2]], mode="symmetric")', 'tf.pad([1, 2], [[1, 1], [0, 0]])',
+    'tf.pad([1, 2], [[1, 1]], mode="WRAP")',
+    "gradient(tf, 'tf.reduce_sum(tf.pad(v, [[2, 1]], mode=\"SYMMETRIC\") * [1., 2., 3., 4., 5.])', [0.5, 2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.pad(v, [[1, 1]]) * [1., 2., 3., 4.])', [0.5, 2.0])",
 ]
 
 
