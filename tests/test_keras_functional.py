@@ -124,3 +124,13 @@ def test_a_model_without_trainable_weights_fits_computing_only_the_loss():
     expected = float(np.mean(np.tanh(X[:8, :2] * 2.0) ** 2))
     np.testing.assert_allclose(history.history["loss"], [expected, expected], rtol=1e-6)
     assert int(model.optimizer.iterations.numpy()) == 0  # no step applied gradients
+
+
+def test_unknown_dimensions_beyond_the_batch_stay_unknown_through_the_graph():
+    sequence = keras.Input((None, 3))
+    hidden = keras.layers.Dense(4)(sequence)
+    pooled = keras.ops.mean(hidden, axis=1)
+    model = keras.Model(sequence, keras.layers.Dense(2)(pooled))
+    assert hidden.shape == (None, None, 4) and pooled.shape == (None, 4) and model.output_shape == (None, 2)
+    assert model(np.ones((2, 5, 3), np.float32)).shape == (2, 2)
+    assert model(np.ones((1, 7, 3), np.float32)).shape == (1, 2)

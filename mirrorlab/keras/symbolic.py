@@ -113,26 +113,37 @@ class Node:
         return tuple(args), kwargs
 
 
-def _zeros(x: Any) -> Any:
-    """Zeros standing for a symbolic tensor (an unknown dimension as 1), on the active strategy's first device (where
-    the weights built in its scope live); other values as they are."""
+def _zeros(x: Any, unknown: int = 1) -> Any:
+    """Zeros standing for a symbolic tensor (an unknown dimension as ``unknown``), on the active strategy's first
+    device (where the weights built in its scope live); other values as they are."""
     if not isinstance(x, KerasTensor):
         return x
-    zeros = np.zeros(tuple(1 if d is None else d for d in x.shape), x.dtype)
+    zeros = np.zeros(tuple(unknown if d is None else d for d in x.shape), x.dtype)
     placement = getattr(context.get_strategy().extended, "_placement", None)
     return zeros if placement is None else placement.put(zeros, 0)
 
 
 def symbolic_call(operation: Any, run: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """``operation`` applied to symbolic inputs: ``run(*args, **kwargs)`` on zeros gives the outputs' shapes and
-    dtypes; returns them as KerasTensors of a new node of ``operation`` (the same nest as ``run``'s result)."""
+    dtypes (with an unknown dimension beyond the batch one, a second run with it as 2 shows which output dimensions
+    follow it: those are unknown too); returns them as KerasTensors of a new node of ``operation`` (the same nest
+    as ``run``'s result)."""
     tensors = [t for t in nest.flatten([list(args), kwargs]) if isinstance(t, KerasTensor)]
     unknown_batch = all(t.ndim and t.shape[0] is None for t in tensors)
     zero_args, zero_kwargs = nest.map_structure(_zeros, [list(args), kwargs])
     result = run(*zero_args, **zero_kwargs)
+    varying: list[tuple | None] = [None] * len(nest.flatten(result))
+    if any(None in t.shape[1:] for t in tensors):
+        probe_args, probe_kwargs = nest.map_structure(lambda x: _zeros(x, 2), [list(args), kwargs])
+        varying = [tuple(a != b for a, b in zip(np.shape(first), np.shape(second))) for first, second in
+                   zip(nest.flatten(result), nest.flatten(run(*probe_args, **probe_kwargs)))]
+    changes = iter(varying)
 
     def symbolic(value: Any) -> KerasTensor:
         shape = tuple(np.shape(value))
+        moved = next(changes)
+        if moved is not None:
+            shape = tuple(None if m else d for d, m in zip(shape, moved))
         if unknown_batch and shape:
             shape = (None, *shape[1:])
         return KerasTensor(shape, value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype)
