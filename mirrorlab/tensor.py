@@ -147,8 +147,10 @@ def as_tensor(value: Any) -> Any:
             if not all(isinstance(v, (str, bytes)) for v in list_leaves(value)):
                 raise ValueError(MIXED_TYPES)
             return _string_array(value, arr.shape)
-        if arr.dtype == np.float64:
-            return arr.astype(np.float32)
+        if arr.dtype.kind == "f":  # the first value's float dtype when it is NumPy's, else float32 (as TF infers)
+            first = next(iter(list_leaves(value)), None)
+            numpy_float = isinstance(first, (np.floating, np.ndarray)) and np.dtype(first.dtype).kind == "f"
+            return arr.astype(first.dtype if numpy_float else np.float32)
         if arr.dtype == np.int64 and arr.size and _INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX:
             return arr.astype(np.int32)
         return arr

@@ -430,6 +430,9 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.pad([1, 2], [[1, 1]], mode="WRAP")',
     "gradient(tf, 'tf.reduce_sum(tf.pad(v, [[2, 1]], mode=\"SYMMETRIC\") * [1., 2., 3., 4., 5.])', [0.5, 2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.pad(v, [[1, 1]]) * [1., 2., 3., 4.])', [0.5, 2.0])",
+    'tf.convert_to_tensor([np.float64(1), 2.5])', 'tf.convert_to_tensor([np.float16(1), 2.5])',
+    'tf.convert_to_tensor([1.5, np.float64(2)])', 'tf.convert_to_tensor([np.array([1.0]), [2.0]])',
+    'tf.constant([np.float32(1), np.float64(2)])',
 ]
 
 
