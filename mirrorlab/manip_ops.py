@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from .autodiff import untracked, watched, with_gradient
 from .tensor import array_module
 
 __all__ = ["argsort", "boolean_mask", "cond", "cumsum", "eye", "linspace", "matrix_transpose", "norm", "pad", "reverse",
-           "sort", "split", "tile", "unstack"]
+           "sort", "split", "tile", "top_k", "unstack"]
 
 
 def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's name)
@@ -237,3 +237,36 @@ def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any
         summed = np.bincount(source[inside], weights=np.asarray(g)[inside], minlength=value.size)
         return [summed.reshape(value.shape).astype(g.dtype)]
     return with_gradient(result, [tensor], grads)
+
+
+class TopKV2(NamedTuple):
+    """``top_k``'s result: the largest values and their indices (int32)."""
+
+    values: Any
+    indices: Any
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True, index_type: Any = np.int32,  # noqa: A002 (TF's names)
+          name: str | None = None) -> TopKV2:
+    """The ``k`` largest entries along the last dimension (ties to the lower index), and where they are; the
+    values' gradient goes back to those positions."""
+    input = watched(input)  # noqa: A001
+    value = _tensor(input)
+    k = int(untracked(k))
+    if value.ndim < 1 or value.shape[-1] < k:
+        raise errors.InvalidArgumentError(f"input must have at least k columns. Had {value.shape[-1] if value.ndim else 0}"
+                                          f", needed {k} [Op:TopKV2]")
+    if k < 0:
+        raise errors.InvalidArgumentError(f"Need k >= 0, got {k} [Op:TopKV2]")
+    if value.dtype.kind == "f":  # NaN counts as the largest value, as TF's kernel orders it
+        key = np.where(np.isnan(value), -np.inf, -value)
+    else:
+        key = ~value if value.dtype.kind == "b" else -value.astype(np.int64 if value.dtype.kind in "iu" else value.dtype)
+    order = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    values = np.take_along_axis(value, order, axis=-1)
+
+    def grads(g: Any) -> list[Any]:
+        full = np.zeros(value.shape, g.dtype)
+        np.put_along_axis(full, order, g, axis=-1)
+        return [full]
+    return TopKV2(with_gradient(values, [input], grads), order.astype(np.dtype(index_type)))

@@ -433,6 +433,9 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.convert_to_tensor([np.float64(1), 2.5])', 'tf.convert_to_tensor([np.float16(1), 2.5])',
     'tf.convert_to_tensor([1.5, np.float64(2)])', 'tf.convert_to_tensor([np.array([1.0]), [2.0]])',
     'tf.constant([np.float32(1), np.float64(2)])',
+    'tf.math.top_k([1, 3, 2, 3], 2)', 'tf.math.top_k([[1., 3.], [4., 2.]]).indices', 'tf.math.top_k([1, 2], 3)',
+    'tf.math.top_k([1., np.nan, 2.], 2).values',
+    "gradient(tf, 'tf.reduce_sum(tf.math.top_k(v, 1).values * 3.)', [0.5, 2.0])",
 ]
 
 
