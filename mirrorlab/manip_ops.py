@@ -15,7 +15,7 @@ from .array_ops import _tensor, check_types, reduce_sum, sqrt, square, transpose
 from .autodiff import untracked, watched, with_gradient
 from .tensor import array_module
 
-__all__ = ["argsort", "boolean_mask", "cond", "cumsum", "eye", "linspace", "matrix_transpose", "norm", "pad", "reverse",
+__all__ = ["argsort", "boolean_mask", "cond", "cumsum", "einsum", "eye", "linspace", "matrix_transpose", "norm", "pad", "reverse",
            "sort", "split", "tile", "top_k", "unstack"]
 
 
@@ -270,3 +270,41 @@ def top_k(input: Any, k: int = 1, sorted: bool = True, index_type: Any = np.int3
         np.put_along_axis(full, order, g, axis=-1)
         return [full]
     return TopKV2(with_gradient(values, [input], grads), order.astype(np.dtype(index_type)))
+
+
+def einsum(equation: str, *inputs: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """Einstein summation over ``inputs`` (in the first one's dtype); differentiable for equations whose operands
+    name each of their dimensions once (the gradient of an operand sums the others against the output's)."""
+    for x in inputs:
+        if isinstance(untracked(x), (list, tuple)):  # TF's einsum reads each input's shape
+            raise AttributeError(f"'{type(untracked(x)).__name__}' object has no attribute 'shape'")
+    watched_inputs = [watched(x) for x in inputs]
+    values = [_tensor(x) for x in watched_inputs]
+    values = [v.astype(values[0].dtype, copy=False) for v in values]  # NumPy operands cast to the first's dtype
+    spec = equation.replace(" ", "")
+    if "->" not in spec:
+        letters = spec.replace(",", "")
+        spec = f"{spec}->{''.join(sorted(c for c in set(letters) if letters.count(c) == 1))}"
+    operands, output = spec.split("->")
+    subscripts = operands.split(",")
+    if len(subscripts) != len(values):
+        raise errors.InvalidArgumentError(f"Expecting {len(subscripts)} inputs but got: {len(values)} [Op:Einsum]")
+    result = np.einsum(spec, *values).astype(values[0].dtype, copy=False)
+
+    def grads(g: Any) -> list[Any]:
+        parts = []
+        for i, (sub, value) in enumerate(zip(subscripts, values)):
+            if len(set(sub)) != len(sub) or "." in sub:
+                raise NotImplementedError(f"mirrorlab differentiates einsum only where each operand names its "
+                                          f"dimensions once; got {equation!r}.\nFix: write the operation with "
+                                          "matmul, transpose and reduce_sum.")
+            others = [s for j, s in enumerate(subscripts) if j != i]
+            known = set(output).union(*others) if others else set(output)
+            kept = "".join(c for c in sub if c in known)
+            partial = np.einsum(f"{','.join([output, *others])}->{kept}", g, *[v for j, v in enumerate(values) if j != i])
+            shape = [value.shape[sub.index(c)] if c in kept else 1 for c in sub]
+            order = [kept.index(c) for c in sub if c in kept]
+            partial = np.transpose(partial, order).reshape(shape)
+            parts.append(np.broadcast_to(partial, value.shape).astype(value.dtype))
+        return parts
+    return with_gradient(result, watched_inputs, grads)

@@ -436,6 +436,15 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.math.top_k([1, 3, 2, 3], 2)', 'tf.math.top_k([[1., 3.], [4., 2.]]).indices', 'tf.math.top_k([1, 2], 3)',
     'tf.math.top_k([1., np.nan, 2.], 2).values',
     "gradient(tf, 'tf.reduce_sum(tf.math.top_k(v, 1).values * 3.)', [0.5, 2.0])",
+    'tf.einsum("ij,jk->ik", np.array([[1., 2.], [3., 4.]], np.float32), np.array([[1.], [2.]], np.float32))',
+    'tf.einsum("ij->ji", np.array([[1, 2, 3]], np.int32))', 'tf.einsum("ij", [[1, 2]])',
+    'tf.einsum("i,i", np.array([1., 2.], np.float32), np.array([3., 4.], np.float32))',
+    'tf.einsum("bij,bjk->bik", np.ones((2, 1, 2), np.float32), np.ones((2, 2, 3), np.float32))',
+    'tf.einsum("ij,jk->ik", np.array([[1, 2]], np.int32), np.array([[1.5], [2.5]], np.float32))',
+    'tf.einsum("ii->i", np.array([[1., 2.], [3., 4.]], np.float32))',
+    "gradient(tf, 'tf.reduce_sum(tf.einsum(\"i,j->ij\", v, np.array([1., 2., 3.], np.float32)) ** 2)', [0.5, 2.0])",
+    "gradient(tf, 'tf.einsum(\"i->\", v * v)', [0.5, 2.0])",
+    "gradient(tf, 'tf.reduce_sum(tf.einsum(\"ij,j->i\", np.array([[1., 2.], [3., 4.], [5., 6.]], np.float32), v))', [0.5, 2.0])",
 ]
 
 
