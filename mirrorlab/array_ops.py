@@ -769,15 +769,42 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | 
     return maximum(minimum(t, clip_value_max), clip_value_min)  # as TF composes it (and differentiates it)
 
 
-def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) -> Any:
-    """The slices of ``params`` at ``indices`` along ``axis`` (TF's error for an index out of range)."""
+def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = None, batch_dims: int = 0,
+           name: str | None = None) -> Any:
+    """The slices of ``params`` at ``indices`` along ``axis`` (by default ``batch_dims``), TF's error for an index
+    out of range (at its position in ``indices``). With ``batch_dims`` the first dimensions of both are batch
+    dimensions gathered pairwise. ``validate_indices`` is ignored, as in TF 2."""
     params = watched(params)
     value, index = _tensor(params), _tensor(indices)
     check_types(index, "int16, int32, int64", "gather's indices", attr="Tindices")
+    batch_dims = int(batch_dims) + index.ndim if batch_dims < 0 else int(batch_dims)
+    axis = batch_dims if axis is None else int(untracked(axis)) % builtins.max(value.ndim, 1)
+    if batch_dims > axis:  # (TF's eager gather then gathers along ``axis`` without batch dimensions)
+        batch_dims = 0
     bound = value.shape[axis]
-    for k, i in enumerate(np.ravel(index)):
-        if not 0 <= i < bound:
-            raise errors.InvalidArgumentError(f"indices[{k}] = {i} is not in [0, {bound}) [Op:GatherV2]")
+    for position in zip(*np.nonzero((index < 0) | (index >= bound))):
+        where = ",".join(map(str, position))
+        raise errors.InvalidArgumentError(f"indices[{where}] = {index[position]} is not in [0, {bound}) "
+                                          "[Op:GatherV2]")
+    if batch_dims:
+        batch = int(np.prod(index.shape[:batch_dims]))
+        flat_values = value.reshape((batch, *value.shape[batch_dims:]))
+        flat_index = index.reshape((batch, *index.shape[batch_dims:]))
+        inner = axis - batch_dims
+        pieces = [np.take(flat_values[b], flat_index[b], axis=inner) for b in builtins.range(batch)]
+        result = np.stack(pieces).reshape((*index.shape[:batch_dims], *pieces[0].shape)) if pieces else \
+            np.zeros((*index.shape[:batch_dims], *value.shape[batch_dims:axis], *index.shape[batch_dims:],
+                      *value.shape[axis + 1:]), value.dtype)
+
+        def batched_grads(g: Any) -> list[Any]:
+            full = np.zeros(flat_values.shape, g.dtype)
+            flat_g = g.reshape((batch, *g.shape[batch_dims:]))
+            span = flat_index.ndim - 1
+            for b in builtins.range(batch):
+                moved = np.moveaxis(flat_g[b], list(builtins.range(inner, inner + span)), list(builtins.range(span)))
+                np.add.at(np.moveaxis(full[b], inner, 0), flat_index[b], moved)
+            return [full.reshape(value.shape)]
+        return with_gradient(result, [params], batched_grads)
 
     def grads(g: Any) -> list[Any]:
         """The gathered slices' gradients added back where they came from (dense, where TF's are IndexedSlices)."""

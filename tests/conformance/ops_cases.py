@@ -445,6 +445,11 @@ OPS_EXPRESSIONS: list[str] = [
     "gradient(tf, 'tf.reduce_sum(tf.einsum(\"i,j->ij\", v, np.array([1., 2., 3.], np.float32)) ** 2)', [0.5, 2.0])",
     "gradient(tf, 'tf.einsum(\"i->\", v * v)', [0.5, 2.0])",
     "gradient(tf, 'tf.reduce_sum(tf.einsum(\"ij,j->i\", np.array([[1., 2.], [3., 4.], [5., 6.]], np.float32), v))', [0.5, 2.0])",
+    'tf.gather([[1, 2], [3, 4]], [[0], [1]], batch_dims=1)', 'tf.gather([[1, 2], [3, 4]], [1, 0], axis=1)',
+    'tf.gather([[1, 2], [3, 4]], [1], None, 1)', 'tf.gather([[1, 2], [3, 4]], [[0, 5]])',
+    'tf.gather(np.arange(12).reshape(2, 3, 2), [[2, 0], [1, 1]], axis=1, batch_dims=1)',
+    'tf.gather([[1, 2], [3, 4]], [[0], [1]], axis=0, batch_dims=1)', 'tf.gather([[1, 2], [3, 4]], [[1], [0]], batch_dims=-1)',
+    "gradient(tf, 'tf.reduce_sum(tf.gather(tf.reshape(tf.concat([v, v * 2.], 0), (2, 2)), [[1, 1], [0, 1]], batch_dims=1) * [[1., 2.], [3., 4.]])', [0.5, 2.0])",
 ]
 
 
