@@ -15,7 +15,7 @@ from .array_ops import _tensor, check_types, reduce_sum, sqrt, square, transpose
 from .autodiff import untracked, watched, with_gradient
 from .tensor import array_module
 
-__all__ = ["argsort", "boolean_mask", "cond", "cumsum", "einsum", "eye", "linspace", "matrix_transpose", "norm", "pad", "reverse",
+__all__ = ["argsort", "boolean_mask", "cond", "cumsum", "einsum", "eye", "gather_nd", "linspace", "matrix_transpose", "norm", "pad", "reverse",
            "sort", "split", "tile", "top_k", "unstack"]
 
 
@@ -308,3 +308,34 @@ def einsum(equation: str, *inputs: Any, name: str | None = None, **kwargs: Any) 
             parts.append(np.broadcast_to(partial, value.shape).astype(value.dtype))
         return parts
     return with_gradient(result, watched_inputs, grads)
+
+
+def gather_nd(params: Any, indices: Any, batch_dims: int = 0, name: str | None = None) -> Any:
+    """The slices of ``params`` at the index tuples in the last dimension of ``indices``; the gradient adds back
+    where they came from."""
+    params = watched(params)
+    value, index = _tensor(params), _tensor(indices)
+    check_types(index, "int16, int32, int64", "gather_nd's indices", attr="Tindices")
+    if int(batch_dims):
+        raise NotImplementedError("mirrorlab's gather_nd takes batch_dims=0 only.\nFix: gather each batch element "
+                                  "with tf.gather_nd in a loop, or use tf.gather(..., batch_dims=...).")
+    depth = index.shape[-1]
+    if depth > value.ndim:
+        raise errors.InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {depth} vs. "
+                                          f"{value.ndim} [Op:GatherNd]")
+    flat = index.reshape(-1, depth)
+    for k, row in enumerate(flat):
+        if any(not 0 <= i < d for i, d in zip(row, value.shape)):
+            position = np.unravel_index(k, index.shape[:-1]) if index.ndim > 1 else ()
+            where = ",".join(map(str, position)) if position else "0"
+            raise errors.InvalidArgumentError(f"indices[{where}] = [{', '.join(map(str, row))}] does not index into "
+                                              f"param shape [{','.join(map(str, value.shape))}], node name: GatherNd "
+                                              "[Op:GatherNd]")
+    picks = tuple(index[..., d] for d in builtins.range(depth))
+    result = value[picks]
+
+    def grads(g: Any) -> list[Any]:
+        full = np.zeros(value.shape, g.dtype)
+        np.add.at(full, picks, g)
+        return [full]
+    return with_gradient(np.asarray(result), [params], grads)

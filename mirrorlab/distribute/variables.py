@@ -21,6 +21,7 @@ from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..autodiff import Tracked, watched, watching
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
+from ..constant import constant
 from ..dtypes import as_dtype
 from ..name_scope import current_scope
 from ..tensor import (STRING, as_tensor, canonical, device_of, dtype_name, frozen, is_cupy, is_string, like,
@@ -59,7 +60,8 @@ def validate_synchronization_aggregation_trainable(synchronization: Any, aggrega
 
 def _initial_array(initial_value: Any, dtype: Any, shape: Any) -> Any:
     if initial_value is None:
-        raise ValueError("initial_value must be specified.")
+        raise ValueError("The `initial_value` arg to `tf.Variable` must be specified except when you are not providing "
+                         "a `variable_def`. You provided neither.")
     if callable(initial_value):
         initial_value = initial_value()
     if isinstance(initial_value, Variable):
@@ -101,12 +103,9 @@ def _convert(value: Any, dtype: np.dtype | None) -> Any:
                              f"{dtype_name(value)}: {_numpy_text(value)}\nFix: cast it first, e.g. "
                              f"value.astype('{dtype_name(dtype)}').")
         return value.astype(dtype, copy=False)
-    arr = np.asarray(value)
-    if arr.dtype.kind == "f" and dtype.kind in "iub":
-        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
-    if is_string(arr.dtype):
+    if is_string(np.asarray(value).dtype):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {tf_dtype(dtype)}")
-    return arr.astype(dtype)
+    return constant(value, dtype)  # Python values convert as TF converts them (TypeError for 0 into a bool, ...)
 
 
 def _as_string(value: Any) -> Any:
@@ -538,6 +537,16 @@ class Variable(_Assignable, metaclass=_VariableMeta):
     def __repr__(self) -> str:
         return _var_repr(self._name, self._shape, self._dtype, self._read())
 
+    def sparse_read(self, indices: Any, name: Any = None) -> Any:
+        """The rows at ``indices`` (``tf.gather`` of the value; differentiable on a tape)."""
+        from ..array_ops import gather  # (array_ops builds on variables' reads)
+        return gather(self, indices)
+
+    def gather_nd(self, indices: Any, name: Any = None) -> Any:
+        """The slices at the index tuples in ``indices`` (``tf.gather_nd`` of the value)."""
+        from ..manip_ops import gather_nd
+        return gather_nd(self, indices)
+
 
 def _numpy_text(value: Any) -> str:
     """A value as TF writes a tensor's NumPy value in reprs and messages: ``0.0`` for a scalar, else
@@ -619,6 +628,16 @@ class ComponentVariable(Variable):
 
 class DistributedVariable(Variable):
     """A variable with one copy per local replica; which copy is read depends on the context."""
+
+    @property
+    def sparse_read(self) -> Any:
+        """Absent, as on TF's distributed variables (read a local copy's, or gather the value)."""
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute 'sparse_read'")
+
+    @property
+    def gather_nd(self) -> Any:
+        """Absent, as on TF's distributed variables."""
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute 'gather_nd'")
 
     def __init__(self, strategy: "Strategy", value: Any, name: str | None, trainable: bool,
                  synchronization: VariableSynchronization, aggregation: VariableAggregation,

@@ -450,6 +450,13 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.gather(np.arange(12).reshape(2, 3, 2), [[2, 0], [1, 1]], axis=1, batch_dims=1)',
     'tf.gather([[1, 2], [3, 4]], [[0], [1]], axis=0, batch_dims=1)', 'tf.gather([[1, 2], [3, 4]], [[1], [0]], batch_dims=-1)',
     "gradient(tf, 'tf.reduce_sum(tf.gather(tf.reshape(tf.concat([v, v * 2.], 0), (2, 2)), [[1, 1], [0, 1]], batch_dims=1) * [[1., 2.], [3., 4.]])', [0.5, 2.0])",
+    'tf.gather_nd([[1, 2], [3, 4]], [[1, 0], [0, 1]])', 'tf.gather_nd([[1, 2], [3, 4]], [[1]])',
+    'tf.gather_nd([[1, 2], [3, 4]], [[[0, 0]], [[1, 1]]])', 'tf.gather_nd([[1, 2], [3, 4]], [[1, 5]])',
+    'tf.gather_nd([[1, 2], [3, 4]], [[1, 0, 0]])', 'tf.gather_nd([[1., 2.]], [[0.5]])',
+    'tf.Variable([1., 2., 3.]).sparse_read([0, 2])', 'tf.Variable([[1, 2], [3, 4]]).gather_nd([[1, 0]])',
+    'tf.Variable(True).assign(0)', 'tf.Variable(1).assign(2.5)', 'tf.Variable(1.0).assign(2)', 'tf.Variable(None)',
+    'tf.Variable([1, 2]).assign([2**40, 1])',
+    "gradient(tf, 'tf.reduce_sum(tf.gather_nd(tf.reshape(tf.concat([v, v], 0), (2, 2)), [[0, 1], [0, 1], [1, 0]]))', [0.5, 2.0])",
 ]
 
 
