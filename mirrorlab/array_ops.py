@@ -83,7 +83,10 @@ def stop_gradient(input: Any, name: str | None = None) -> Any:  # noqa: A002 (TF
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     """``x`` converted to ``dtype`` (floats truncate toward zero into integers; nonzero is True)."""
-    target = np.dtype(dtype)
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"Cannot convert the argument `type_value`: {dtype!r} to a TensorFlow DType.") from None
     x = watched(x)
     value = _tensor(x)
     if is_string(value.dtype) != is_string(target):
@@ -609,6 +612,8 @@ def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
 def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
     """Equal/NotEqual convert the second operand as ``tf.constant`` would (a Python float never becomes an int)."""
     a = _tensor(x)
+    if untracked(y) is None:
+        raise ValueError("Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.")
     if is_string(a.dtype):
         return a, _tensor(y)  # strings compare as TF's bytes
     return a, constant(untracked(y), a.dtype)
@@ -641,6 +646,8 @@ not_equal = _elementwise("NotEqual", np.not_equal, _strict_operands)
 
 def _arg(input: Any, axis: Any, output_type: Any, op: str, fn: Callable[..., Any]) -> Any:  # noqa: A002
     value = _tensor(input)
+    check_types(np.zeros((), output_type), "int16, uint16, int32, int64", f"tf.{op.lower()}'s output_type",
+                attr="output_type")
     axis = 0 if axis is None else int(untracked(axis))
     if not -value.ndim <= axis < value.ndim:
         raise errors.InvalidArgumentError(f"Expected dimension in the range [{-value.ndim}, {value.ndim}), but got "
@@ -664,8 +671,18 @@ def argmin(input: Any, axis: Any = None, output_type: Any = np.int64, name: str 
     return _arg(input, axis, output_type, "ArgMin", np.argmin)
 
 
-def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, name: str | None = None) -> Any:
-    """The matrix product of (batches of) matrices, in ``a``'s dtype; differentiable on a tape."""
+def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
+           adjoint_b: bool = False, a_is_sparse: bool = False, b_is_sparse: bool = False, output_type: Any = None,
+           grad_a: bool = False, grad_b: bool = False, name: str | None = None) -> Any:
+    """The matrix product of (batches of) matrices, in ``a``'s dtype (``adjoint``: conjugate transposed);
+    differentiable on a tape."""
+    if adjoint_a or adjoint_b:
+        if (adjoint_a and transpose_a) or (adjoint_b and transpose_b):
+            raise ValueError("Only one of transpose_a and adjoint_a can be True." if adjoint_a and transpose_a
+                             else "Only one of transpose_b and adjoint_b can be True.")
+        conj = [(x if not flag or _tensor(x).dtype.kind != "c" else np.conj(_tensor(x))) for x, flag in
+                ((a, adjoint_a), (b, adjoint_b))]
+        return matmul(conj[0], conj[1], transpose_a=transpose_a or adjoint_a, transpose_b=transpose_b or adjoint_b)
     a, b = watched(a), watched(b)
     x, y = _operands(a, b, "MatMul")
     if x.ndim != y.ndim and builtins.min(x.ndim, y.ndim) < 2:
@@ -751,6 +768,8 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
     """One-hot rows for ``indices`` (all off for an index outside ``[0, depth)``), float32 by default."""
     index = _tensor(indices)
     check_types(index, "uint8, int8, int32, int64", "one_hot's indices", attr="TI")
+    if isinstance(untracked(depth), float):
+        raise TypeError(f"Cannot convert {untracked(depth)!r} to EagerTensor of dtype int32")
     if int(untracked(depth)) < 0:
         raise errors.InvalidArgumentError(f"depth must be non-negative, got: {int(untracked(depth))} [Op:OneHot]")
     if on_value is not None and off_value is not None and _tensor(on_value).dtype != _tensor(off_value).dtype:

@@ -32,8 +32,9 @@ def _like(t: Any, values: Any) -> Any:
 
 def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: str | None = None) -> Any:
     """``t * clip_norm / max(l2norm(t), clip_norm)``: ``t`` scaled down to an L2 norm (over ``axes``, all by
-    default) of at most ``clip_norm``; a zero norm passes ``t`` unchanged with finite gradients."""
+    default) of at most ``clip_norm`` (negative: zero); a zero norm passes ``t`` unchanged with finite gradients."""
     values = _dense(t)
+    clip_norm = maximum(clip_norm, 0)  # a negative norm clips to zero, as TF's
     l2sum = reduce_sum(multiply(values, values), axes, keepdims=True)
     positive = greater(l2sum, 0)
     l2norm = where(positive, sqrt(where(positive, l2sum, ones_like(l2sum))), l2sum)  # no NaN gradient at 0

@@ -26,11 +26,13 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     ``shape`` reshapes (or fills, from a scalar). As TF, Python floats do not become integers, Python numbers
     do not become booleans, Python booleans become only int32, int64, floats and booleans, and Python ints wrap
     into narrower integers but must fit int64 (NumPy values are cast)."""
+    python = not isinstance(value, (np.ndarray, np.generic))
+    if python and isinstance(value, (list, tuple)) and not _rectangular(value):
+        raise ValueError("Can't convert non-rectangular Python sequence to Tensor.")
     if dtype is None:
         array = as_tensor(value)
     else:
         dtype = np.dtype(dtype)
-        python = not isinstance(value, (np.ndarray, np.generic))
         if python and dtype.kind in "iu" and _out_of_int64(value):
             raise ValueError("Can't convert Python sequence with out-of-range integer to Tensor.")
         array = np.asarray(value, dtype=object if python and _out_of_int64(value) else None)
@@ -42,5 +44,21 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
             else array.astype(dtype)
     if shape is not None:
         shape = tuple(int(d) for d in np.atleast_1d(shape))
+        if array.size != 1 and array.size != int(np.prod(shape)):
+            raise TypeError(f"Eager execution of tf.constant with unsupported shape. Tensor {array} (converted from "
+                            f"{value}) has {array.size} elements, but got `shape` {shape} with {int(np.prod(shape))} "
+                            "elements).")
         array = np.full(shape, array) if array.size == 1 else array.reshape(shape)
     return array
+
+
+def _rectangular(value: Any) -> bool:
+    """Whether nested Python lists have one length per level (TF refuses ragged ones)."""
+    if not isinstance(value, (list, tuple)):
+        return True
+    kinds = {isinstance(v, (list, tuple)) for v in value}
+    if len(kinds) > 1:
+        return False
+    if kinds == {True}:
+        return len({len(v) for v in value}) <= 1 and all(_rectangular(v) for v in value)
+    return True

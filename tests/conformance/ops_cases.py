@@ -457,6 +457,11 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.Variable(True).assign(0)', 'tf.Variable(1).assign(2.5)', 'tf.Variable(1.0).assign(2)', 'tf.Variable(None)',
     'tf.Variable([1, 2]).assign([2**40, 1])',
     "gradient(tf, 'tf.reduce_sum(tf.gather_nd(tf.reshape(tf.concat([v, v], 0), (2, 2)), [[0, 1], [0, 1], [1, 0]]))', [0.5, 2.0])",
+    'tf.constant([1, 2, 3], shape=[2])', 'tf.constant([[1], [2, 3]])', 'tf.constant(5, shape=[2])',
+    'tf.cast([1.5], "foo")', 'tf.matmul([[1., 2.], [3., 4.]], [[1., 0.], [0., 1.]], adjoint_a=True)',
+    'tf.not_equal([1], None)', 'tf.one_hot([0], 2.0)', 'tf.clip_by_norm([3.0, 4.0], -1.0)',
+    'tf.argmax([3, 1], output_type=tf.float32)', 'tf.argmin([3, 1], output_type=tf.int32)',
+    "gradient(tf, 'tf.reduce_sum(tf.clip_by_norm(v, 1.0))', [3.0, 4.0])",
 ]
 
 
