@@ -12,9 +12,10 @@ computed outside these (NumPy functions) is a plain array: no gradient flows thr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -294,28 +295,90 @@ class GradientTape:
             return True
         return False
 
-    def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
-        """d(sum of ``target``)/d(each source), in the structure of ``sources`` (None where unconnected)."""
+    @contextlib.contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """Compute without this tape recording (nor watching) inside the block."""
+        tapes = getattr(_state, "tapes", [])
+        if self not in tapes:
+            raise ValueError("Tape must be recording.\nFix: call stop_recording inside the tape's `with` block.")
+        at = tapes.index(self)
+        tapes.remove(self)
+        try:
+            yield
+        finally:
+            tapes.insert(at, self)
+
+    def reset(self) -> None:
+        """Forget the variables watched so far, as TF's reset does (reads after it watch them again)."""
+        self._watched.clear()
+        self._used = False
+
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
+                 unconnected_gradients: Any = "none") -> Any:
+        """d(sum of ``target``, a tensor or a nest of them)/d(each source), in the structure of ``sources``
+        (None where unconnected, or zeros with ``unconnected_gradients="zero"``)."""
+        mode = getattr(unconnected_gradients, "value", unconnected_gradients)
+        if mode not in ("none", "zero"):
+            raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}")
         if self._used and not self._persistent:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
                                "(or jacobians)")
+        if sources is None:
+            raise TypeError("Cannot convert the argument `type_value`: None to a TensorFlow DType.")
         self._used = True
-        if isinstance(target, (int, float)):
+        targets = nest.flatten(target)
+        if any(isinstance(t, (int, float)) and not isinstance(t, bool) for t in targets):
             raise ValueError(
                 f"GradientTape.gradient got the Python number {target!r} as its target: it was converted out of the "
                 "tape (e.g. by float() or .numpy()), so nothing connects it to the sources.\nFix: keep the loss a "
                 "tensor: build it inside the `with GradientTape()` block from model calls, losses and tensor "
                 "functions (reduce_sum, matmul, ...) or a variable's operators.")
-        if not isinstance(target, Tracked):  # a tensor not computed from watched variables: None each, as TF
-            return nest.map_structure(lambda source: None, sources)
-        seed = asarray(output_gradients) if output_gradients is not None else np.ones_like(target.value)
+        seeds = nest.flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
         wanted = {id(source) for source in nest.flatten(sources) if isinstance(source, Tracked)}
-        found = _backpropagate(target, like(seed, target.value), wanted)
+        found: dict[int, Any] = {}
+        for one, seed in zip(targets, seeds):
+            if not isinstance(one, Tracked):  # not computed from watched variables: contributes nothing
+                continue
+            start = asarray(untracked(seed), one.value.dtype) if seed is not None else np.ones_like(one.value)
+            for key, grad in _backpropagate(one, like(start, one.value), wanted).items():
+                found[key] = grad if key not in found else found[key] + grad
 
         def gradient_of(source: Any) -> Any:
             followed = isinstance(source, Tracked) or id(source) in self._watched
-            return found.get(id(source)) if followed else None
+            grad = found.get(id(source)) if followed else None
+            if grad is None and mode == "zero":
+                return np.zeros(np.shape(untracked(source)), np.dtype(getattr(untracked(source), "dtype", np.float32)))
+            return grad
         return nest.map_structure(gradient_of, sources)
+
+    def jacobian(self, target: Any, sources: Any, unconnected_gradients: Any = "none",
+                 parallel_iterations: Any = None, experimental_use_pfor: bool = True) -> Any:
+        """d(each element of ``target``)/d(each source): per source, an array of shape target.shape + source.shape."""
+        if self._used and not self._persistent:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
+                               "(or jacobians)")
+        self._used = True
+        value = untracked(target)
+        flat_sources = nest.flatten(sources)
+        rows: list[list[Any]] = [[] for _ in flat_sources]
+        for k in range(int(np.prod(np.shape(value)))):
+            seed = np.zeros(np.shape(value), np.asarray(to_host(value)).dtype)
+            seed.flat[k] = 1
+            persistent, self._persistent, self._used = self._persistent, True, False
+            try:
+                grads = self.gradient(target, flat_sources, output_gradients=seed,
+                                      unconnected_gradients=unconnected_gradients)
+            finally:
+                self._persistent, self._used = persistent, True
+            for row, grad in zip(rows, grads):
+                row.append(grad)
+
+        def stacked(row: list[Any], source: Any) -> Any:
+            if not row or all(g is None for g in row):
+                return None
+            shape = (*np.shape(value), *np.shape(untracked(source)))
+            return np.stack([np.asarray(to_host(g)) for g in row]).reshape(shape)
+        return nest.pack_sequence_as(sources, [stacked(row, source) for row, source in zip(rows, flat_sources)])
 
 
 def _backpropagate(target: Tracked, seed: Any, intermediates: set[int] = frozenset()) -> dict[int, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient", "scoped_names", "tape_gradient", "watched_names"]
+__all__ = ["OPS_EXPRESSIONS", "evaluate", "gradient", "scoped_names", "tape_gradient", "tape_result", "watched_names"]
 
 OPS_EXPRESSIONS: list[str] = [
     'tf.identity(1.)',
@@ -462,6 +462,15 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.not_equal([1], None)', 'tf.one_hot([0], 2.0)', 'tf.clip_by_norm([3.0, 4.0], -1.0)',
     'tf.argmax([3, 1], output_type=tf.float32)', 'tf.argmin([3, 1], output_type=tf.int32)',
     "gradient(tf, 'tf.reduce_sum(tf.clip_by_norm(v, 1.0))', [3.0, 4.0])",
+    # the tape's options: unconnected gradients, nested targets, stop_recording, reset, jacobian
+    "tape_result(tf, 'y = v * w', 'tape.gradient(y, [v, n], unconnected_gradients=\"zero\")')",
+    "tape_result(tf, 'y = v * w', 'tape.gradient(y, [v, n], unconnected_gradients=\"foo\")')",
+    "tape_result(tf, 'y = {\"a\": v * w, \"b\": [v * v]}', 'tape.gradient(y, v)')",
+    "tape_result(tf, 'y = v * w', 'tape.gradient(y, None)')",
+    "tape_result(tf, 'y = v * w\nwith tape.stop_recording():\n    z = w * w', 'tape.gradient(z, w)')",
+    "tape_result(tf, 'y = v * w\ntape.reset()\nz = v * 5.', 'tape.gradient(z, [v, w])')",
+    "tape_result(tf, 'y = v * v * w', 'tape.jacobian(y, v)')",
+    "tape_result(tf, 'y = v * w', 'tape.jacobian(y, [w, n])')",
 ]
 
 
@@ -491,6 +500,16 @@ def tape_gradient(tf: Any, body: str, source: str, watch_accessed_variables: boo
     tape, names = _recorded(tf, body, watch_accessed_variables)
     grad = tape.gradient(names["y"], names[source])
     return "None" if grad is None else grad
+
+
+def tape_result(tf: Any, body: str, expression: str) -> Any:
+    """``expression`` (over ``tape`` and the names ``body`` defined, see ``_recorded``) after ``body``; a None
+    gradient as "None"."""
+    tape, names = _recorded(tf, body, True)
+    result = eval(expression, {**names, "tape": tape, "tf": tf, "np": np})  # noqa: S307 (the fixed expressions)
+    if isinstance(result, (list, tuple)):
+        return ["None" if r is None else r for r in result]
+    return "None" if result is None else result
 
 
 def watched_names(tf: Any, body: str, watch_accessed_variables: bool = True) -> list[str]:
@@ -535,8 +554,8 @@ def evaluate(tf: Any, expression: str) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            helpers = {"gradient": gradient, "tape_gradient": tape_gradient, "watched_names": watched_names,
-                       "scoped_names": scoped_names}
+            helpers = {"gradient": gradient, "tape_gradient": tape_gradient, "tape_result": tape_result,
+                       "watched_names": watched_names, "scoped_names": scoped_names}
             return _normalize(eval(expression, {"tf": tf, "np": np, **helpers}))  # noqa: S307 (the fixed expressions above)
     except Exception as error:  # noqa: BLE001 (errors are results here)
         message = str(error).splitlines()[0] if str(error) else ""
