@@ -94,7 +94,7 @@ def pack_sequence_as(structure: Any, flat: list) -> Any:
     if is_nested(structure):
         children = _children(structure)
         if not any(map(is_nested, children)):  # the common flat case, without the walk
-            _check_count(len(children), flat)
+            _check_count(len(children), flat, structure)
             return _rebuild(structure, flat)
     return _pack_walk(structure, flat)
 
@@ -110,37 +110,40 @@ def _pack_walk(structure: Any, flat: list) -> Any:
             return flat[pos - 1]
         return _rebuild(template, [build(c) for c in _children(template)])
 
-    _check_count(len(_flatten_walk(structure)), flat)
+    _check_count(len(_flatten_walk(structure)), flat, structure)
     return build(structure)
 
 
-def _check_count(count: int, flat: list) -> None:
+def _check_count(count: int, flat: list, structure: Any) -> None:
     if count != len(flat):
         raise ValueError(
-            f"Could not pack sequence. Structure had {count} atoms, but flat_sequence had {len(flat)} items."
+            f"Could not pack sequence. Structure had {count} atoms, but flat_sequence had {len(flat)} items.  "
+            f"Structure: {structure}, flat_sequence: {flat}."
         )
 
 
-def assert_same_structure(a: Any, b: Any) -> None:
-    """Raise ValueError naming the first place where two nests differ in shape or container type."""
+def assert_same_structure(a: Any, b: Any, check_types: bool = True) -> None:
+    """Raise TF's errors where two nests differ: ValueError for their nesting, lengths or keys, TypeError for their
+    container types (a list against a tuple too, unless ``check_types`` is False); the second line names the place."""
+    same = "The two structures don't have the same nested structure."
 
     def check(x: Any, y: Any, path: str) -> None:
+        where = path or "the top"
         if is_nested(x) != is_nested(y):
-            raise ValueError(f"The two structures don't have the same nested structure at {path or 'the top'}: "
-                             f"{type(x).__name__} vs {type(y).__name__}.")
+            raise ValueError(f"{same}\n\nAt {where}: {type(x).__name__} vs {type(y).__name__}.")
         if not is_nested(x):
             return
         kind = _KINDS[type(x)]
-        if kind != _KINDS[type(y)]:  # a list and a tuple are the same kind, as in tf.nest
-            raise ValueError(f"The two structures don't have the same sequence type at {path or 'the top'}: "
-                             f"{type(x).__name__} vs {type(y).__name__}.")
+        if kind != _KINDS[type(y)] or (check_types and type(x) is not type(y)):
+            error = TypeError if check_types else ValueError
+            raise error(f"{same}\n\nAt {where}: the sequence types differ ({type(x).__name__} vs "
+                        f"{type(y).__name__}).")
         if kind == _MAPPING and _sorted_keys(x) != _sorted_keys(y):
-            raise ValueError(f"The two dictionaries at {path or 'the top'} don't have the same keys: "
+            raise ValueError(f"{same}\n\nThe two dictionaries at {where} don't have the same keys: "
                              f"{_sorted_keys(x)} vs {_sorted_keys(y)}.")
         cx, cy = _children(x), _children(y)
         if len(cx) != len(cy):
-            raise ValueError(f"The two structures don't have the same number of elements at {path or 'the top'}: "
-                             f"{len(cx)} vs {len(cy)}.")
+            raise ValueError(f"{same}\n\nAt {where}: {len(cx)} vs {len(cy)} elements.")
         keys = _sorted_keys(x) if kind == _MAPPING else range(len(cx))
         for key, i, j in zip(keys, cx, cy):
             check(i, j, f"{path}[{key!r}]")
@@ -148,11 +151,12 @@ def assert_same_structure(a: Any, b: Any) -> None:
     check(a, b, "")
 
 
-def map_structure(fn: Callable, *structures: Any) -> Any:
-    """Apply ``fn`` leaf-wise across structures of the same shape."""
+def map_structure(fn: Callable, *structures: Any, check_types: bool = True, expand_composites: bool = False) -> Any:
+    """Apply ``fn`` leaf-wise across structures of the same shape (and container types, unless ``check_types`` is
+    False)."""
     if not structures:
-        raise ValueError("map_structure needs at least one structure")
+        raise ValueError("Must provide at least one structure")
     for other in structures[1:]:
-        assert_same_structure(structures[0], other)
+        assert_same_structure(structures[0], other, check_types=check_types)
     flats = [flatten(s) for s in structures]
     return pack_sequence_as(structures[0], [fn(*leaves) for leaves in zip(*flats)])

@@ -75,7 +75,7 @@ def test_wrong_length_packing_fails_alike_on_both_paths(structure, extra):
     assume(len(flat) != count)
     fast, general = pack_error(nest.pack_sequence_as, structure, flat), pack_error(nest._pack_walk, structure, flat)
     assert fast == general == (f"Could not pack sequence. Structure had {count} atoms, but flat_sequence had "
-                               f"{len(flat)} items.")
+                               f"{len(flat)} items.  Structure: {structure}, flat_sequence: {flat}.")
 
 
 def test_flatten_follows_tf_nest_order():

@@ -74,7 +74,7 @@ def _fit_map_and_batch(first: Any, element: Any) -> Any:
                 f"Cannot add tensor to the batch: number of elements does not match. Shapes are: [tensor]: "
                 f"{_dims(np.shape(value))}, [batch]: {_dims(np.shape(start))}")
         return np.reshape(value, np.shape(start))
-    return nest.map_structure(fit, first, element)
+    return nest.map_structure(fit, first, element, check_types=False)
 
 
 class BatchDataset(UnaryDataset):

@@ -86,7 +86,7 @@ class ConcatenateDataset(Dataset):
         self._inputs = (first, second)
         a, b = first.element_spec, second.element_spec
         try:
-            nest.assert_same_structure(a, b)
+            nest.assert_same_structure(a, b, check_types=False)
             same = all(x.dtype == y.dtype for x, y in zip(nest.flatten(a), nest.flatten(b)))
         except (TypeError, ValueError):
             same = False
@@ -112,7 +112,8 @@ class ConcatenateDataset(Dataset):
                 return TensorSpec((None,) * len(x.shape), x.dtype)
             return TensorSpec(tuple(d if d == e else None for d, e in zip(x.shape, y.shape)), x.dtype)
 
-        return nest.map_structure(merge, self._inputs[0].element_spec, self._inputs[1].element_spec)
+        return nest.map_structure(merge, self._inputs[0].element_spec, self._inputs[1].element_spec,
+                                  check_types=False)
 
 
 class ChooseDataset(Dataset):

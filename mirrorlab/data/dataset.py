@@ -577,7 +577,7 @@ class MapDataset(UnaryDataset):
         def passes_through(dummy: Any) -> bool:
             result = call(self.fn, dummy)
             result = tuple(result) if isinstance(result, list) else result
-            nest.assert_same_structure(dummy, result)
+            nest.assert_same_structure(dummy, result, check_types=False)
             return all(a is b for a, b in zip(nest.flatten(dummy), nest.flatten(result), strict=True))
         if "_identity" not in self.__dict__:  # the function is called once, as TF traces it once
             self._identity = bool(self._traced(passes_through))
@@ -602,7 +602,7 @@ class MapDataset(UnaryDataset):
             traced = self._traced(trace, input_spec)
         if traced is not None:
             try:
-                return nest.map_structure(_agreed, output_spec, traced)
+                return nest.map_structure(_agreed, output_spec, traced, check_types=False)
             except (TypeError, ValueError):
                 pass  # the structures differ: the function depends on the data
         leading = {s.shape[0] if s.shape else None for s in nest.flatten(input_spec)}

@@ -51,7 +51,7 @@ def _per_component(value: Any, specs: Any) -> list[Any]:
     flat = nest.flatten(specs)
     if value is None or not nest.is_nested(specs) or not nest.is_nested(value):
         return [value] * len(flat)
-    nest.assert_same_structure(specs, value)
+    nest.assert_same_structure(specs, value, check_types=False)
     return nest.flatten(value)
 
 

@@ -471,6 +471,12 @@ OPS_EXPRESSIONS: list[str] = [
     "tape_result(tf, 'y = v * w\ntape.reset()\nz = v * 5.', 'tape.gradient(z, [v, w])')",
     "tape_result(tf, 'y = v * v * w', 'tape.jacobian(y, v)')",
     "tape_result(tf, 'y = v * w', 'tape.jacobian(y, [w, n])')",
+    # tf.nest's structure checks
+    'tf.nest.map_structure(lambda x, y: x, [1, 2], (1, 2))', 'tf.nest.map_structure(lambda x, y: x, [1, 2], (1, 2), check_types=False)',
+    'tf.nest.map_structure(lambda x, y: x, [1], [1, 2])', 'tf.nest.assert_same_structure([1, [2]], [3, 4])',
+    'tf.nest.assert_same_structure([1], (1,))', 'tf.nest.assert_same_structure([1], (1,), check_types=False)',
+    'tf.nest.assert_same_structure({"a": 1}, {"b": 1})', 'tf.nest.pack_sequence_as([0, 0], [1])',
+    'tf.nest.map_structure(lambda x: x * 2, {"z": 1, "a": 2})', 'tf.nest.flatten({"b": 1, "a": [2, 3]})',
 ]
 
 
