@@ -83,12 +83,20 @@ def test_per_replica_input_mode_is_refused_as_tf_does():
 
 
 def test_function_decorator_runs_eagerly_with_or_without_arguments():
-    """``@ml.function`` (TF's tf.function) returns the function unchanged: mirrorlab always runs eagerly."""
+    """``@ml.function`` (TF's tf.function) runs the function eagerly, with or without arguments; Python numbers it
+    returns come back as tensors, and an ``input_signature`` converts and checks the inputs, as TF's."""
+    calls = []
+
     def step(x):
+        calls.append(x)
         return x * 2
 
-    assert ml.function(step) is step
-    assert ml.function(jit_compile=True, reduce_retracing=True)(step) is step
+    assert ml.function(step)(1.5).dtype == np.float32 and calls == [1.5]  # ran now, its output a float32 tensor
+    assert ml.function(jit_compile=True, reduce_retracing=True)(step).__name__ == "step"
+    signed = ml.function(step, input_signature=[ml.TensorSpec([None], ml.float32)])
+    assert signed(np.array([1.0, 2.0])).dtype == np.float32  # float64 data cast to the signature's dtype
+    with pytest.raises(TypeError, match="Binding inputs to tf.function failed due to `Can not cast TensorSpec"):
+        signed(np.ones((1, 2), np.float32))
     with pytest.raises(TypeError, match="expects a callable"):
         ml.function(3)
 

@@ -477,6 +477,10 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.nest.assert_same_structure([1], (1,))', 'tf.nest.assert_same_structure([1], (1,), check_types=False)',
     'tf.nest.assert_same_structure({"a": 1}, {"b": 1})', 'tf.nest.pack_sequence_as([0, 0], [1])',
     'tf.nest.map_structure(lambda x: x * 2, {"z": 1, "a": 2})', 'tf.nest.flatten({"b": 1, "a": [2, 3]})',
+    'tf.function(lambda x: x)(1.5)', 'tf.function(lambda: 3)()',
+    'tf.function(lambda x: tf.reduce_sum(x), input_signature=[tf.TensorSpec([None], tf.float32)])(np.array([1., 2.]))',
+    'tf.function(lambda x: tf.reduce_sum(x), input_signature=[tf.TensorSpec([None], tf.float32)])(3.0)',
+    'tf.function(lambda x: x, input_signature=[tf.TensorSpec([2], tf.int32)])([1, 2])',
 ]
 
 
