@@ -26,7 +26,10 @@ def function(func: Callable[..., Any] | None = None, input_signature: Any = None
         return lambda f: function(f, input_signature, autograph, jit_compile, reduce_retracing, **experimental)
     if not callable(func):
         raise TypeError(f"function expects a callable to decorate, got {type(func).__name__}")
-    parameters = list(inspect.signature(func).parameters)
+    try:
+        parameters = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):  # a callable without a signature (a builtin): nothing to bind by name
+        parameters = []
     bound_method = bool(parameters) and parameters[0] == "self"
 
     @functools.wraps(func)
