@@ -73,5 +73,6 @@ def get(identifier: str | Activation | None) -> Activation:
     if isinstance(identifier, Activation):
         return identifier
     if identifier not in _ACTIVATIONS:
-        raise ValueError(f"Unknown activation function: '{identifier}'. Known: {sorted(_ACTIVATIONS)}.")
+        raise ValueError(f"Could not interpret activation function identifier: {identifier}\nFix: use one of "
+                         f"{sorted(_ACTIVATIONS)}, or pass a function.")
     return _ACTIVATIONS[identifier]

@@ -436,7 +436,7 @@ class Dense(_KernelBias):
 
     def __init__(self, units: int, activation: Any = None, use_bias: bool = True, **kwargs: Any) -> None:
         super().__init__(activation, use_bias, **kwargs)
-        if int(units) <= 0:
+        if not isinstance(units, int) or units <= 0:
             raise ValueError(f"Received an invalid value for `units`, expected a positive integer. Received: "
                              f"units={units}")
         self.units = int(units)

@@ -26,6 +26,7 @@ from ..indexed_slices import dense, map_values
 from ..tensor import IndexedSlices, asarray, like
 from ..train.checkpoint import restore_on_create
 
+from . import schedules  # noqa: F401 (keras.optimizers.schedules)
 from .naming import auto_name
 from .registry import lookup
 
@@ -56,6 +57,10 @@ class Optimizer(ABC):
             weight_decay, clipnorm, clipvalue, global_clipnorm
         self.iterations = Variable(np.int64(0), name=f"{self.name}/iteration", trainable=False,
                                    aggregation=VariableAggregation.ONLY_FIRST_REPLICA)
+        if not callable(learning_rate) and not isinstance(learning_rate, (int, float, np.number, np.ndarray)):
+            raise ValueError("Argument `learning_rate` should be float, or an instance of LearningRateSchedule, or a "
+                             "callable (that takes in the current iteration value and returns the corresponding "
+                             f"learning rate value). Received instead: learning_rate={learning_rate}")
         self._schedule = learning_rate if callable(learning_rate) else None
         self._learning_rate = None if self._schedule else Variable(
             np.float32(learning_rate), name=f"{self.name}/learning_rate", trainable=False,

@@ -2651,3 +2651,30 @@ def embedding_layernorm_rescaling(env: KerasEnv) -> Result:
     out["functional_fit"] = _history(fun.fit(pixels, targets, batch_size=4, epochs=2, verbose=0, shuffle=False))
     out["predict"] = [seq.predict(tokens[:4], verbose=0), fun.predict(pixels[:4], verbose=0)]
     return {**out, "weights": seq.get_weights() + fun.get_weights()}
+
+
+@case
+def learning_rate_schedules(env: KerasEnv) -> Result:
+    """``keras.optimizers.schedules`` at several steps (float32, as Keras computes them), an optimizer following one
+    through ``apply_gradients``, and the constructor errors for a bad learning rate, units and activation."""
+    k = env.keras
+    k.backend.clear_session()
+    s = k.optimizers.schedules
+    made = {"exponential": s.ExponentialDecay(0.1, 10, 0.5), "staircase": s.ExponentialDecay(0.1, 10, 0.5, staircase=True),
+            "inverse_time": s.InverseTimeDecay(0.1, 5, 0.5), "inverse_staircase": s.InverseTimeDecay(0.1, 5, 0.5, True),
+            "piecewise": s.PiecewiseConstantDecay([3, 6], [1.0, 0.5, 0.1]), "polynomial": s.PolynomialDecay(0.1, 8),
+            "polynomial_cycle": s.PolynomialDecay(0.1, 4, 0.01, power=2.0, cycle=True),
+            "cosine": s.CosineDecay(0.1, 8, alpha=0.1), "cosine_warmup": s.CosineDecay(0.0, 8, warmup_target=0.2,
+                                                                                      warmup_steps=4)}
+    values = {name: [np.float32(schedule(step)) for step in (0, 1, 3, 4, 7, 9, 15)] for name, schedule in made.items()}
+    variable = k.Variable(np.array([1.0, -2.0], np.float32))
+    optimizer = k.optimizers.SGD(learning_rate=s.ExponentialDecay(0.5, 1, 0.5))
+    trace = []
+    for _ in range(3):
+        optimizer.apply_gradients([(np.array([1.0, 1.0], np.float32), variable)])
+        trace.append(np.asarray(variable.numpy()))
+    return {"values": values, "trace": trace, "learning_rate_now": np.float32(optimizer.learning_rate),
+            "bad_learning_rate": attempt(lambda: k.optimizers.SGD(learning_rate="x")),
+            "float_units": attempt(lambda: k.layers.Dense(2.0)),
+            "unknown_activation": attempt(lambda: k.layers.Dense(2, activation="nope")),
+            "piecewise_lengths": attempt(lambda: s.PiecewiseConstantDecay([1, 2], [1.0]))}

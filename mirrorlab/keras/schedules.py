@@ -1,0 +1,112 @@
+"""``keras.optimizers.schedules``: learning rates as functions of the optimizer's step, computed in float32 as Keras 3
+computes them; pass one as an optimizer's ``learning_rate``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CosineDecay", "ExponentialDecay", "InverseTimeDecay", "LearningRateSchedule", "PiecewiseConstantDecay",
+           "PolynomialDecay"]
+
+_F = np.float32
+
+
+class LearningRateSchedule:
+    """A learning rate that depends on the step: subclasses define ``__call__(step)``."""
+
+    def __call__(self, step: Any) -> Any:
+        raise NotImplementedError(f"Learning rate schedule '{type(self).__name__}' must override `__call__(self, "
+                                  "step)`.")
+
+
+class ExponentialDecay(LearningRateSchedule):
+    """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (the exponent floored with ``staircase``)."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False,
+                 name: str = "ExponentialDecay") -> None:
+        if decay_steps <= 0:
+            raise ValueError(f"Argument `decay_steps` must be > 0. Received: decay_steps={decay_steps}")
+        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
+        self.staircase, self.name = staircase, name
+
+    def __call__(self, step: Any) -> Any:
+        power = _F(step) / _F(self.decay_steps)
+        if self.staircase:
+            power = np.floor(power)
+        return _F(self.initial_learning_rate) * np.power(_F(self.decay_rate), power, dtype=_F)
+
+
+class InverseTimeDecay(LearningRateSchedule):
+    """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (floored with ``staircase``)."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False,
+                 name: str = "InverseTimeDecay") -> None:
+        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
+        self.staircase, self.name = staircase, name
+
+    def __call__(self, step: Any) -> Any:
+        p = _F(step) / _F(self.decay_steps)
+        if self.staircase:
+            p = np.floor(p)
+        return _F(self.initial_learning_rate) / (_F(1) + _F(self.decay_rate) * p)
+
+
+class PiecewiseConstantDecay(LearningRateSchedule):
+    """``values[i]`` for steps up to and including ``boundaries[i]``, ``values[-1]`` after the last boundary."""
+
+    def __init__(self, boundaries: Sequence[Any], values: Sequence[Any], name: str = "PiecewiseConstant") -> None:
+        if len(boundaries) != len(values) - 1:
+            raise ValueError("The length of boundaries should be 1 less than the length of values. Received: "
+                             f"boundaries={boundaries} of length {len(boundaries)}, and values={values} of length "
+                             f"{len(values)}.")
+        self.boundaries, self.values, self.name = list(boundaries), list(values), name
+
+    def __call__(self, step: Any) -> Any:
+        for boundary, value in zip(self.boundaries, self.values):
+            if step <= boundary:
+                return _F(value)
+        return _F(self.values[-1])
+
+
+class PolynomialDecay(LearningRateSchedule):
+    """From ``initial_learning_rate`` to ``end_learning_rate`` over ``decay_steps`` along ``(1 - t) ** power``
+    (restarting every ``decay_steps`` with ``cycle``)."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, end_learning_rate: float = 0.0001,
+                 power: float = 1.0, cycle: bool = False, name: str = "PolynomialDecay") -> None:
+        self.initial_learning_rate, self.decay_steps = initial_learning_rate, decay_steps
+        self.end_learning_rate, self.power, self.cycle, self.name = end_learning_rate, power, cycle, name
+
+    def __call__(self, step: Any) -> Any:
+        steps, decay = _F(step), _F(self.decay_steps)
+        if self.cycle:
+            multiplier = _F(1) if steps == 0 else _F(math.ceil(steps / decay))
+            decay = decay * multiplier
+        else:
+            steps = min(steps, decay)
+        fraction = np.power(_F(1) - steps / decay, _F(self.power), dtype=_F)
+        start, end = _F(self.initial_learning_rate), _F(self.end_learning_rate)
+        return (start - end) * fraction + end
+
+
+class CosineDecay(LearningRateSchedule):
+    """A cosine from ``initial_learning_rate`` down to ``alpha`` times it over ``decay_steps`` (after a linear
+    warmup to ``warmup_target`` over ``warmup_steps`` when given)."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, alpha: float = 0.0, name: str = "CosineDecay",
+                 warmup_target: float | None = None, warmup_steps: int = 0) -> None:
+        self.initial_learning_rate, self.decay_steps, self.alpha = initial_learning_rate, decay_steps, alpha
+        self.name, self.warmup_target, self.warmup_steps = name, warmup_target, warmup_steps
+
+    def __call__(self, step: Any) -> Any:
+        start = _F(self.initial_learning_rate)
+        if self.warmup_target is not None and step < self.warmup_steps:
+            return start + (_F(self.warmup_target) - start) * (_F(step) / _F(self.warmup_steps))
+        top = start if self.warmup_target is None else _F(self.warmup_target)
+        done = min(_F(step) - _F(self.warmup_steps if self.warmup_target is not None else 0), _F(self.decay_steps))
+        cosine = _F(0.5) * (_F(1) + np.cos(_F(math.pi) * done / _F(self.decay_steps), dtype=_F))
+        return top * ((_F(1) - _F(self.alpha)) * cosine + _F(self.alpha))
