@@ -25,6 +25,10 @@ from .collective.group import tf_dtype, truediv_dtype
 from .constant import constant
 from .tensor import array_module, as_tensor, is_string, truncating_divide
 from .tensor_conversion import convert_to_tensor
+from .operands import ABS_TYPES as _ABS_TYPES, MAX_TYPES as _MAX_TYPES, NEGATIVE_TYPES as _NEGATIVE_TYPES
+from .operands import RELU_TYPES as _RELU_TYPES, SQUARE_TYPES as _SQUARE_TYPES, SUM_TYPES as _SUM_TYPES
+from .operands import FLOAT_TYPES, check_types, index_tensor as _index_tensor, operands as _operands
+from .operands import python_operand as _python_operand, strict_operands as _strict_operands, tensor_of as _tensor
 
 __all__ = ["identity", "stop_gradient", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
            "reduce_prod", "reduce_any", "reduce_all", "zeros", "ones", "zeros_like", "ones_like", "fill", "range",
@@ -32,36 +36,6 @@ __all__ = ["identity", "stop_gradient", "cast", "reshape", "reduce_sum", "reduce
            "negative", "relu", "add", "add_n", "subtract", "multiply", "divide", "truediv", "maximum", "minimum", "equal",
            "not_equal", "greater", "greater_equal", "less", "less_equal", "argmax", "argmin", "matmul", "expand_dims",
            "squeeze", "transpose", "where", "one_hot", "clip_by_value", "gather"]
-
-_SUM_TYPES = "float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, " \
-             "quint16, uint16, complex128, half, uint32, uint64"
-_MAX_TYPES = "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8, quint8, " \
-             "qint32, qint16, quint16"
-FLOAT_TYPES = "bfloat16, half, float, double, complex64, complex128"
-_ABS_TYPES = "bfloat16, half, float, double, int8, int16, int32, int64"
-_NEGATIVE_TYPES = f"{_ABS_TYPES}, complex64, complex128"
-_SQUARE_TYPES = f"{_ABS_TYPES}, uint8, uint16, uint32, uint64, complex64, complex128"
-_RELU_TYPES = "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8"
-
-
-def _tensor(x: Any) -> Any:
-    """``x`` as an array (a ``Tracked`` value's array)."""
-    return as_tensor(untracked(x))
-
-
-def _index_tensor(x: Any) -> Any:
-    """A shape or index argument as an array (an empty Python list is int32, as TF converts it)."""
-    raw = untracked(x)
-    return np.zeros((0,), np.int32) if isinstance(raw, (list, tuple)) and not len(raw) else _tensor(x)
-
-
-def check_types(x: Any, allowed: str, what: str, attr: str = "T") -> None:
-    """TF's kernel registry error for a dtype an op has no kernel for (its type attribute ``attr``)."""
-    name = tf_dtype(x)
-    if name not in allowed.split(", "):
-        raise errors.InvalidArgumentError(f"Value for attr '{attr}' of {name} is not in the list of allowed values: "
-                                          f"{allowed}\nFix: cast the input first (tf.cast) for {what}.")
-
 
 # -- identity, conversion, shapes -------------------------------------------------------------------------------
 
@@ -473,54 +447,6 @@ def sigmoid(x: Any, name: str | None = None) -> Any:
     return _unary(x, _logistic, FLOAT_TYPES, "sigmoid", lambda g, v, r: g * r * (1 - r))
 
 
-# The types each binary kernel accepts (TF's registry order), where a boolean first operand is refused.
-_ARITHMETIC_TYPES = {
-    "AddV2": "bfloat16, half, float, double, uint8, uint16, uint32, uint64, int8, int16, int32, int64, complex64, "
-             "complex128",
-    "Sub": "bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, complex128, uint32, "
-           "uint64",
-    "Mul": "bfloat16, half, float, double, uint8, int8, uint16, int16, int32, uint32, uint64, int64, complex64, "
-           "complex128",
-    **dict.fromkeys(("Maximum", "Minimum"), "bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, "
-                                            "int64, uint64"),
-    "MatMul": "bfloat16, half, float, double, int32, int64, uint8, uint16, uint32, uint64, complex64, complex128",
-    **dict.fromkeys(("Greater", "GreaterEqual", "Less", "LessEqual"),
-                    "float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64"),
-}
-_HINTED = {"AddV2", "RealDiv", "MatMul"}  # tf.add, tf.divide and tf.matmul convert the second operand with a hint
-
-
-def _python_operand(value: Any, dtype: np.dtype, op: str) -> Any:
-    """A Python number or list as the second operand of a kernel whose first has ``dtype``: converted to it as TF
-    converts (TypeError for a float into an integer, say; ints wrap); with only a dtype hint (tf.add, tf.divide),
-    in its own default dtype when it does not convert."""
-    try:
-        return constant(value, dtype)
-    except TypeError:
-        if op not in _HINTED:
-            raise
-        return as_tensor(value)
-
-
-def _operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
-    """Both operands of a binary kernel, as TF's eager conversion makes them: NumPy values cast to the first
-    operand's dtype, Python values converted to it (``_python_operand``); then TF's kernel errors for a dtype the
-    kernel has none for (a boolean first operand) and for operands of two dtypes."""
-    a = _tensor(x)
-    raw = untracked(y)
-    if isinstance(raw, (np.ndarray, np.generic)) or hasattr(raw, "__array__") and not isinstance(raw, (list, tuple)):
-        b = as_tensor(raw).astype(a.dtype, copy=False)
-    else:
-        b = _python_operand(raw, a.dtype, op)
-    if op in _ARITHMETIC_TYPES:
-        check_types(a, _ARITHMETIC_TYPES[op], f"tf's {op}")
-    if b.dtype != a.dtype:
-        raise errors.InvalidArgumentError(
-            f"cannot compute {op} as input #1(zero-based) was expected to be a {tf_dtype(a)} tensor but is a "
-            f"{tf_dtype(b)} tensor [Op:{op}] name: \nFix: pass operands of one dtype (tf.cast one of them).")
-    return a, b
-
-
 def _broadcasting(fn: Callable[[Any, Any], Any], a: Any, b: Any, op: str) -> Any:
     try:
         np.broadcast_shapes(a.shape, b.shape)
@@ -607,16 +533,6 @@ def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
                 f"Inputs to operation AddN of type AddN must have the same size and shape.  Input 0: "
                 f"{_dims_text(first.shape)} != input {k}: {_dims_text(other.shape)} [Op:AddN] name: ")
     return autodiff_add_n([v if isinstance(v, Tracked) else _tensor(v) for v in inputs])
-
-
-def _strict_operands(x: Any, y: Any, op: str) -> tuple[Any, Any]:
-    """Equal/NotEqual convert the second operand as ``tf.constant`` would (a Python float never becomes an int)."""
-    a = _tensor(x)
-    if untracked(y) is None:
-        raise ValueError("Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.")
-    if is_string(a.dtype):
-        return a, _tensor(y)  # strings compare as TF's bytes
-    return a, constant(untracked(y), a.dtype)
 
 
 def _elementwise(op: str, fn: Callable[[Any, Any], Any],

@@ -26,11 +26,11 @@ from ..indexed_slices import dense, map_values
 from ..tensor import IndexedSlices, asarray, like
 from ..train.checkpoint import restore_on_create
 
-from . import schedules  # noqa: F401 (keras.optimizers.schedules)
+from . import schedules  # keras.optimizers.schedules
 from .naming import auto_name
 from .registry import lookup
 
-__all__ = ["Optimizer", "SGD", "Adam", "RMSprop", "get"]
+__all__ = ["Optimizer", "SGD", "Adam", "RMSprop", "get", "schedules"]
 
 
 def _strategy_of(var: Any) -> Any:
