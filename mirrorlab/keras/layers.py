@@ -500,6 +500,19 @@ class Reshape(BuiltinLayer):
     def __init__(self, target_shape: tuple, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target_shape = tuple(int(d) for d in target_shape)
+        if self.target_shape.count(-1) > 1:
+            raise ValueError(f"There must be at most one unknown dimension (-1) in `target_shape`. Received: "
+                             f"target_shape={tuple(target_shape)}.")
+
+    def check_input_shape(self, shape: tuple) -> None:
+        """Keras' error for a target shape that does not hold the input's values (batch dimension aside)."""
+        size = int(np.prod([d for d in shape[1:]])) if all(d is not None for d in shape[1:]) else None
+        known = int(np.prod([d for d in self.target_shape if d != -1]))
+        if size is not None and (size % known if -1 in self.target_shape else size != known):
+            raise ValueError(f"Exception encountered when calling Reshape.call().\n\n\x1b[1mThe total size of the "
+                             f"tensor must be unchanged. Received: input_shape={tuple(shape[1:])}, "
+                             f"target_shape={self.target_shape}\x1b[0m\n\nFix: give a target shape holding "
+                             f"{size} values per example.")
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         known = int(np.prod([d for d in self.target_shape if d != -1]))
@@ -607,8 +620,21 @@ def window_geometry(size: int, window: int, stride: int, padding: str) -> tuple[
     return count, pad // 2, pad - pad // 2
 
 
-def _pair(value: int | tuple) -> tuple[int, int]:
-    return (int(value), int(value)) if np.isscalar(value) else (int(value[0]), int(value[1]))
+def window_pair(value: Any, what: str, positive: bool = True) -> tuple[int, int]:
+    """A 2-D window argument (an int for both dimensions, or 2 ints) as a pair, with Keras' errors for another
+    length, a non-integer, or (``positive``) a value below 1."""
+    pair = (value, value) if isinstance(value, int) else value
+    try:
+        pair = tuple(pair)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) for v in pair):
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received {what}={value}")
+    small = {int(v) for v in pair if v <= 0}
+    if small and positive:
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received {what}={value}, including "
+                         f"values {small} that do not satisfy `value > 0`")
+    return int(pair[0]), int(pair[1])
 
 
 class Conv2D(_KernelBias):
@@ -617,19 +643,37 @@ class Conv2D(_KernelBias):
     def __init__(self, filters: int, kernel_size: int | tuple, strides: int | tuple = (1, 1), padding: str = "valid",
                  activation: Any = None, use_bias: bool = True, **kwargs: Any) -> None:
         super().__init__(activation, use_bias, **kwargs)
-        if padding not in ("valid", "same"):
-            raise ValueError(f"Invalid value for argument `padding`. Expected 'valid' or 'same'. Received: {padding!r}")
+        if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+            raise ValueError(f"The `padding` argument must be a list/tuple or one of {{'valid', 'same'}}. Received: "
+                             f"{padding}")
+        if int(filters) <= 0:
+            raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive value. Received "
+                             f"filters={filters}.")
         self.filters = int(filters)
-        self.kernel_size = _pair(kernel_size)
-        self.strides = _pair(strides)
-        self.padding = padding
+        self.kernel_size = window_pair(kernel_size, "kernel_size")
+        self.strides = window_pair(strides, "strides")
+        self.padding = padding.lower()
 
     def build(self, input_shape: tuple) -> None:
-        if len(input_shape) != 4:
-            raise ValueError(f"Input 0 of layer {self.name!r} is incompatible: expected ndim=4 (batch, height, width, "
-                             f"channels), found ndim={len(input_shape)}. Full shape received: {input_shape}")
+        if len(input_shape) < 4:
+            raise ValueError(f"Input 0 with name 'None' of layer '{self.name}' is incompatible with the layer: "
+                             f"expected min_ndim=4, found ndim={len(input_shape)}. Full shape received: "
+                             f"{tuple(input_shape)}")
         kh, kw = self.kernel_size
+        height, width = input_shape[1], input_shape[2]
+        if self.padding == "valid" and any(size is not None and size < k for size, k in ((height, kh), (width, kw))):
+            raise ValueError(f"Computed output size would be zero or negative. Received `inputs shape="
+                             f"{tuple(input_shape)}`, `kernel shape={(kh, kw, int(input_shape[-1]), self.filters)}`, "
+                             f"`dilation_rate=[1 1]`, `strides={self.strides}`, `padding={self.padding}`.")
         self._build_kernel_bias((kh, kw, int(input_shape[-1]), self.filters), (self.filters,))
+
+    def _convert_input(self, x: Any) -> Any:
+        """Keras' autocast; integer inputs meet the float kernel in TF's convolution and fail there, as in Keras."""
+        if x.dtype.kind in "iub":
+            raise ValueError(f"Exception encountered when calling Conv2D.call().\n\n\x1b[1mIncompatible type "
+                             f"conversion requested to type {x.dtype.name} for `tf.Variable of type "
+                             f"{self.dtype.name}.\x1b[0m\n\nFix: cast the inputs to {self.dtype.name} first.")
+        return super()._convert_input(x)
 
     def _geometry(self, height: int, width: int) -> tuple[int, int, int, int, int, int]:
         """Output size and padding (top, bottom, left, right) like TF."""

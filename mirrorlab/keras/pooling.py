@@ -11,25 +11,9 @@ import numpy as np
 
 from .. import errors
 from ..tensor import array_module
-from .layers import BuiltinLayer, window_geometry
+from .layers import BuiltinLayer, window_geometry, window_pair
 
 __all__ = ["AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "MaxPooling2D"]
-
-
-def _pair(value: Any, what: str) -> tuple[int, int]:
-    """``value`` (an int or 2 ints, each > 0) as a pair, with Keras' error."""
-    pair = (value, value) if isinstance(value, int) else value
-    try:
-        pair = tuple(pair)
-    except TypeError:
-        pair = ()
-    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) for v in pair):
-        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received {what}={value}")
-    small = {int(v) for v in pair if v <= 0}
-    if small and what == "pool_size":
-        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received {what}={value}, including "
-                         f"values {small} that do not satisfy `value > 0`")
-    return int(pair[0]), int(pair[1])
 
 
 def _data_format(data_format: str | None) -> str:
@@ -66,8 +50,8 @@ class _Pooling2D(_Spatial):
     def __init__(self, pool_size: Any, strides: Any = None, padding: str = "valid", data_format: str | None = None,
                  name: str | None = None, **kwargs: Any) -> None:
         super().__init__(data_format=data_format, name=name, **kwargs)
-        self.pool_size = _pair(pool_size, "pool_size")
-        self.strides = self.pool_size if strides is None else _pair(strides, "strides")
+        self.pool_size = window_pair(pool_size, "pool_size")
+        self.strides = self.pool_size if strides is None else window_pair(strides, "strides", positive=False)
         self._padding_argument = padding
         self.padding = str(padding).lower()  # a direct call takes "SAME" (TF's op does)
 

@@ -2678,3 +2678,24 @@ def learning_rate_schedules(env: KerasEnv) -> Result:
             "float_units": attempt(lambda: k.layers.Dense(2.0)),
             "unknown_activation": attempt(lambda: k.layers.Dense(2, activation="nope")),
             "piecewise_lengths": attempt(lambda: s.PiecewiseConstantDecay([1, 2], [1.0]))}
+
+
+@case
+def layer_argument_errors(env: KerasEnv) -> Result:
+    """What Conv2D, pooling and Reshape refuse, with Keras' texts: padding, filters, window sizes and strides,
+    inputs of too low a rank, a kernel larger than a valid-padded input, integer inputs, two unknown target
+    dimensions and a target of another size."""
+    k = env.keras
+    k.backend.clear_session()
+    layers = k.layers
+    x4 = np.ones((2, 5, 5, 3), np.float32)
+    return {"padding": attempt(lambda: layers.Conv2D(2, 3, padding="full")),
+            "filters": attempt(lambda: layers.Conv2D(0, 3)), "kernel_three": attempt(lambda: layers.Conv2D(2, (3, 3, 3))),
+            "kernel_zero": attempt(lambda: layers.Conv2D(2, 0)), "strides_zero": attempt(lambda: layers.Conv2D(2, 3, strides=0)),
+            "rank3": attempt(lambda: layers.Conv2D(2, 3)(np.ones((2, 5, 3), np.float32))),
+            "kernel_too_big": attempt(lambda: layers.Conv2D(2, 7)(x4)),
+            "integer_input": attempt(lambda: layers.Conv2D(1, 1)(np.ones((1, 2, 2, 1), np.int32))),
+            "pool_zero": attempt(lambda: layers.MaxPooling2D(0)), "pool_three": attempt(lambda: layers.MaxPooling2D((2, 2, 2))),
+            "reshape_two_unknown": attempt(lambda: layers.Reshape((-1, -1))),
+            "reshape_size": attempt(lambda: layers.Reshape((4,))(np.ones((2, 3), np.float32))),
+            "reshape_fits": layers.Reshape((3, -1))(np.ones((2, 6), np.float32))}
