@@ -95,6 +95,9 @@ class DistributedDataset:
     @classmethod
     def from_dataset(cls, strategy: Strategy, dataset: Dataset, options: InputOptions | None) -> DistributedDataset:
         _per_replica(strategy, options, from_function=False)
+        if isinstance(dataset, DistributedDataset):  # TF fails reading its graph handle
+            raise AttributeError("'DistributedDataset' object has no attribute '_variant_tensor'\nFix: distribute the "
+                                 "original dataset once; a distributed dataset is distributed already.")
         if not isinstance(dataset, Dataset):
             raise TypeError(f"experimental_distribute_dataset expects a mirrorlab.data.Dataset, got "
                             f"{type(dataset).__name__}")
