@@ -172,11 +172,29 @@ class Loss(ABC):
         loss, y_pred = self._on_logits(y_pred)
         return loss._weighted(y_true, y_pred, sample_weight, traced=True)
 
+    def _mask(self, y_true: Any, y_pred: Any) -> Any:
+        """The per-example losses that count (None: all), as Keras' loss mask."""
+        return None
+
+    def _mask_weight(self, mask: Any, sample_weight: Any) -> Any:
+        """Keras' ``apply_mask``: the masked-out losses weigh 0 and, for a mean, the others ``total / valid``; times
+        the sample weights."""
+        weight = mask.astype(self.dtype)
+        if self.reduction in ("mean", "sum_over_batch_size"):
+            weight = weight * self.dtype.type(weight.size / (float(weight.sum()) + 1e-7))
+        if sample_weight is None:
+            return weight
+        weight, given = squeeze_or_expand_to_same_rank(weight, asarray(untracked(sample_weight), self.dtype))
+        return given * weight
+
     def _weighted(self, y_true: Any, y_pred: Any, sample_weight: Any, traced: bool = False) -> Any:
         """``__call__`` once the predictions are chosen: per-example losses, weighted and reduced."""
         tracked = y_pred
         y_pred = asarray(untracked(y_pred), self.dtype)
         y_true = like(asarray(untracked(y_true), self.dtype), y_pred)
+        mask = self._mask(y_true, y_pred)
+        if mask is not None:
+            sample_weight = self._mask_weight(mask, sample_weight)
         per_example = asarray(self.call(y_true, y_pred), self.dtype)
         losses, weight = per_example, None
         matched_shape = per_example.shape  # the per-example losses' shape after rank matching with the weights
@@ -311,11 +329,33 @@ class _Crossentropy(Loss):
 
 
 class SparseCategoricalCrossentropy(_Crossentropy):
-    """Cross-entropy against integer labels, from logits or from probabilities."""
+    """Cross-entropy against integer labels, from logits or from probabilities; labels equal to ``ignore_class``
+    count for nothing (their losses are 0 and a mean is over the others, as Keras masks them)."""
 
-    def __init__(self, from_logits: bool = False, reduction: str | None = "sum_over_batch_size",
-                 name: str = "sparse_categorical_crossentropy", dtype: Any = None) -> None:
+    def __init__(self, from_logits: bool = False, ignore_class: int | None = None,
+                 reduction: str | None = "sum_over_batch_size", name: str = "sparse_categorical_crossentropy",
+                 dtype: Any = None) -> None:
         super().__init__(from_logits, reduction, name, dtype)
+        self.ignore_class = ignore_class
+
+    def _valid(self, y_true: Any, y_pred: Any) -> Any:
+        """Which labels are not ``ignore_class`` (in the per-example losses' shape), or None without one."""
+        if self.ignore_class is None:
+            return None
+        labels = like(asarray(y_true), y_pred)
+        return (labels != self.ignore_class).reshape(y_pred.shape[:-1])
+
+    def _mask(self, y_true: Any, y_pred: Any) -> Any:
+        return self._valid(y_true, asarray(y_pred))
+
+    def _kept(self, y_true: Any, y_pred: Any) -> tuple[Any, Any, Any]:
+        """``(labels, predictions, valid)``: ignored labels as class 0 and their predictions zeroed, as Keras does."""
+        valid = self._valid(y_true, y_pred)
+        if valid is None:
+            return y_true, y_pred, None
+        labels = like(asarray(y_true), y_pred)
+        labels = labels * valid.reshape(labels.shape).astype(labels.dtype)
+        return labels, y_pred * valid[..., None].astype(y_pred.dtype), valid
 
     def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
         _check_sparse_shapes(tuple(y_true_shape), tuple(y_pred_shape))
@@ -331,14 +371,15 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         return labels
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
-        y_pred = asarray(y_pred)
+        y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
         labels = self._labels(y_true, y_pred)
         logits = y_pred if self.from_logits else np.log(_clipped(y_pred))  # Keras: the log of clipped probabilities
         shifted, log_norm = _log_sum_exp(logits, -1)
-        return (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
+        losses = (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
+        return losses if valid is None else np.where(valid, losses, 0).astype(losses.dtype)
 
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
-        y_pred = asarray(y_pred)
+        y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
         labels = self._labels(y_true, y_pred)
         xp = array_module(y_pred)
         onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
@@ -348,6 +389,8 @@ class SparseCategoricalCrossentropy(_Crossentropy):
             grad = grad * asarray(upstream).reshape(labels.shape)[..., None]
         if not self.from_logits:
             grad = _through_clipped_log(grad, y_pred)
+        if valid is not None:  # ignored labels: no loss, and their zeroed predictions pass nothing back
+            grad = grad * valid[..., None].astype(grad.dtype)
         return grad.astype(y_pred.dtype, copy=False)
 
 

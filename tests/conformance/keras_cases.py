@@ -2699,3 +2699,26 @@ def layer_argument_errors(env: KerasEnv) -> Result:
             "reshape_two_unknown": attempt(lambda: layers.Reshape((-1, -1))),
             "reshape_size": attempt(lambda: layers.Reshape((4,))(np.ones((2, 3), np.float32))),
             "reshape_fits": layers.Reshape((3, -1))(np.ones((2, 6), np.float32))}
+
+
+@case
+def sparse_crossentropy_ignore_class(env: KerasEnv) -> Result:
+    """``SparseCategoricalCrossentropy(ignore_class=...)``: ignored labels lose nothing and a mean is over the
+    others (Keras' mask weighting, with sample weights too), from probabilities and from logits, with tape
+    gradients."""
+    k, tf = env.keras, env.tf
+    y_pred = np.array([[0.2, 0.8], [0.6, 0.4], [0.3, 0.7]], np.float32)
+    labels = np.array([0, 1, 1])
+    out: Result = {}
+    for reduction in ("sum_over_batch_size", "sum", "none"):
+        loss = k.losses.SparseCategoricalCrossentropy(ignore_class=0, reduction=reduction)
+        out[reduction] = loss(labels, y_pred)
+        out[f"{reduction}_weighted"] = loss(labels, y_pred, sample_weight=np.array([1.0, 2.0, 0.5], np.float32))
+    logits = tf.Variable(np.array([[1.0, 2.0], [0.5, -1.0], [0.0, 3.0]], np.float32))
+    with tf.GradientTape() as tape:
+        value = k.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)(np.array([-1, 1, 0]),
+                                                                                          logits * 1.0)
+    out["logits"] = value
+    out["gradient"] = tape.gradient(value, logits)
+    out["all_ignored"] = k.losses.SparseCategoricalCrossentropy(ignore_class=1)(np.array([1, 1]), y_pred[:2])
+    return out
