@@ -17,8 +17,8 @@ from .array_ops import (abs, add, add_n, argmax, argmin, cast, clip_by_value, co
                         sqrt, square, squeeze, stack, stop_gradient, subtract, tanh, transpose, truediv, where, zeros,
                         zeros_like)
 from .clip_ops import clip_by_global_norm, clip_by_norm
-from .manip_ops import (argsort, boolean_mask, cond, cumsum, einsum, eye, gather_nd, linspace, norm, pad, reverse, sort, split, tile,
-                        unstack)
+from .manip_ops import (argsort, boolean_mask, cond, cumsum, einsum, eye, gather_nd, linspace, norm, pad, reverse,
+                        sort, split, tensordot, tile, unstack)
 from .math_ops import floor, logical_and, logical_not, logical_or, pow, reduce_logsumexp, round, sign
 from .tensor_conversion import convert_to_tensor, is_tensor
 from .dtypes import (bool, complex64, complex128, float16, float32, float64, int8, int16, int32, int64, string,

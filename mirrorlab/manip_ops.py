@@ -16,7 +16,7 @@ from .autodiff import untracked, watched, with_gradient
 from .tensor import array_module
 
 __all__ = ["argsort", "boolean_mask", "cond", "cumsum", "einsum", "eye", "gather_nd", "linspace", "matrix_transpose", "norm", "pad", "reverse",
-           "sort", "split", "tile", "top_k", "unstack"]
+           "sort", "split", "tensordot", "tile", "top_k", "unstack"]
 
 
 def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A002 (TF's name)
@@ -339,3 +339,28 @@ def gather_nd(params: Any, indices: Any, batch_dims: int = 0, name: str | None =
         np.add.at(full, picks, g)
         return [full]
     return with_gradient(np.asarray(result), [params], grads)
+
+
+def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Any:
+    """Sums of products over ``axes`` (an int: the last of ``a`` against the first of ``b``; or two lists), as
+    ``einsum`` computes and differentiates it."""
+    left, right = (x if hasattr(untracked(x), "shape") else _tensor(x) for x in (a, b))
+    rank_a, rank_b = np.ndim(untracked(left)), np.ndim(untracked(right))
+    if np.ndim(untracked(axes)) == 0:
+        count = int(untracked(axes))
+        if count < 0 or count > min(rank_a, rank_b):
+            raise ValueError(f"`axes` must be at most the rank of the tensors; got axes={count} for ranks {rank_a} "
+                             f"and {rank_b}.\nFix: pass an axes count no larger than either tensor's rank.")
+        a_axes, b_axes = list(range(rank_a - count, rank_a)), list(range(count))
+    else:
+        a_axes, b_axes = ([int(i) % max(rank, 1) for i in np.atleast_1d(part)]
+                          for part, rank in zip(untracked(axes), (rank_a, rank_b)))
+    if len(a_axes) != len(b_axes):
+        raise ValueError(f"Different number of contraction axes 'a' and 'b', {len(a_axes)} != {len(b_axes)}.")
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    a_sub = [next(letters) for _ in range(rank_a)]
+    b_sub = [next(letters) for _ in range(rank_b)]
+    for i, j in zip(a_axes, b_axes):
+        b_sub[j] = a_sub[i]
+    out = [c for k, c in enumerate(a_sub) if k not in a_axes] + [c for k, c in enumerate(b_sub) if k not in b_axes]
+    return einsum(f"{''.join(a_sub)},{''.join(b_sub)}->{''.join(out)}", left, right)

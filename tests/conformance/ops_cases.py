@@ -481,6 +481,10 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.function(lambda x: tf.reduce_sum(x), input_signature=[tf.TensorSpec([None], tf.float32)])(np.array([1., 2.]))',
     'tf.function(lambda x: tf.reduce_sum(x), input_signature=[tf.TensorSpec([None], tf.float32)])(3.0)',
     'tf.function(lambda x: x, input_signature=[tf.TensorSpec([2], tf.int32)])([1, 2])',
+    'tf.tensordot(np.ones((2, 3), np.float32), np.arange(12, dtype=np.float32).reshape(3, 4), 1)',
+    'tf.tensordot([[1., 2.]], [[3.], [4.]], [[1], [0]])', 'tf.tensordot(np.ones((2, 3)), np.ones((3, 2)), 0).shape',
+    'tf.tensordot(np.arange(6.).reshape(2, 3), np.arange(6.).reshape(3, 2), [[0, 1], [1, 0]])',
+    "gradient(tf, 'tf.reduce_sum(tf.tensordot(v, np.array([[1., 2.], [3., 4.]], np.float32), 1) ** 2)', [0.5, 2.0])",
 ]
 
 
