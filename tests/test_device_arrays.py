@@ -15,6 +15,7 @@ import mirrorlab as ml
 from mirrorlab import data as md
 from mirrorlab import keras
 from mirrorlab.placement import Placement, gpu_index
+from mirrorlab.runtime import current_environment
 from mirrorlab.sim import SimCluster
 
 import fake_cupy
@@ -23,6 +24,8 @@ from test_keras import X, Y, build_model, cnn_program, image_task
 
 @pytest.fixture
 def cupy(monkeypatch):
+    # This process's tf.config state saw no GPUs; the fake GPUs need a fresh one (restored afterwards).
+    monkeypatch.delitem(current_environment().process_state, "tf.config", raising=False)
     return fake_cupy.install(monkeypatch)
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import nest
+from .. import config as device_config, nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..callsite import calls_from, user_call_site
 from ..cluster import ClusterResolver, TFConfigClusterResolver
@@ -586,8 +586,8 @@ class MultiWorkerMirroredStrategy(Strategy):
         env = current_environment()
         spec = roles.normalize_cluster_spec(cluster_resolver.cluster_spec())
         task_type, task_id = cluster_resolver.task_type, cluster_resolver.task_id
+        device_type, count = device_config.worker_device_type()  # also freezes this worker's device config
         if not spec.as_dict() or task_type == "evaluator":
-            device_type, count = env.default_device_type()
             devices = [f"/job:localhost/replica:0/task:0/device:{device_type}:{k}" for k in range(count)]
             extended = StrategyExtended(self, env.local_runtime(devices), communication_options, between_graph=True)
         else:
@@ -627,9 +627,8 @@ class MirroredStrategy(Strategy):
     def __init__(self, devices: list[str] | tuple[str, ...] | None = None, cross_device_ops: Any = None) -> None:
         check_cross_device_ops(cross_device_ops)
         env = current_environment()
-        if not devices:  # None or empty: every local device, as TF
-            device_type, count = env.default_device_type()
-            devices = [f"/device:{device_type}:{k}" for k in range(count)]
+        if not devices:  # None or empty: every logical GPU, else every logical CPU, as TF
+            devices = device_config.mirrored_devices()
         if isinstance(devices, str):
             devices = [devices]
         devices = tuple(canonical_device(d) for d in devices)

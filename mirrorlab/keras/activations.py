@@ -36,7 +36,7 @@ class Activation:
 
     def __init__(self, name: str, forward: Callable[[Any], Any], backward: Callable[[Any, Any, Any], Any],
                  keeps_logits: bool = False) -> None:
-        self.name = name
+        self.name = self.__name__ = name  # ``layer.activation.__name__`` names it, as for Keras' functions
         self.forward = forward
         self.backward = backward
         self.keeps_logits = keeps_logits
