@@ -101,6 +101,28 @@ def test_function_decorator_runs_eagerly_with_or_without_arguments():
         ml.function(3)
 
 
+def test_function_input_signature_binds_nests_and_distributed_values_as_tf():
+    """Nested specs and a distributed dataset's ``element_spec`` bind as TF 2.21's (texts recorded from it)."""
+    spec = ml.TensorSpec([None], ml.float32)
+    pair = ml.function(lambda x: x[0] + x[1], input_signature=[(spec, spec)])
+    assert pair((np.ones(2, np.float32), [1, 2])).tolist() == [2.0, 3.0]
+    with pytest.raises(TypeError, match=r"failed due to `Can not cast \[1.0\] to tuple type.`.* for signature: "
+                                        r"\(x: Tuple\[TensorSpec\(shape=\(None,\), dtype=tf.float32, name=None\), "):
+        pair([1.0])
+    with pytest.raises(TypeError, match=r"failed due to `Expected \(1.0,\) to have length of 2`"):
+        pair((1.0,))
+    keyed = ml.function(lambda d: d["a"] * 2, input_signature=[{"b": spec, "a": spec}])
+    with pytest.raises(TypeError, match=r"`\{'a': \[1.0\]\} has different keys with the TraceType "
+                                        r"Dict\[\['b', TensorSpec"):
+        keyed({"a": [1.0]})
+    strategy = ml.MirroredStrategy(["CPU:0", "CPU:1"])
+    dist = strategy.experimental_distribute_dataset(md.Dataset.range(8).batch(4))
+    step = ml.function(lambda x: strategy.run(lambda v: 2 * v, args=(x,)), input_signature=[dist.element_spec])
+    assert [v.tolist() for v in step(next(iter(dist))).values] == [[0, 2], [4, 6]]
+    with pytest.raises(TypeError, match="`'numpy.ndarray' object has no attribute '_values'`"):
+        step(np.array([1, 2]))
+
+
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt"])
 def test_variable_operators_convert_the_other_operand_to_the_variables_dtype_as_tf(op):
     import operator
