@@ -30,6 +30,7 @@ from .aggregation import ReduceOp, VariableAggregation, VariableAggregationV2, V
 from .communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
 from .data import TensorSpec
 from .function import function
+from .logging_ops import print_v2 as print  # tf.print (kept out of __all__: a star import must not shadow print)
 from .module import Module
 from .name_scope import name_scope
 from .tensor import IndexedSlices
