@@ -34,6 +34,7 @@ from .logging_ops import print_v2 as print  # tf.print (kept out of __all__: a s
 from .module import Module
 from .name_scope import name_scope
 from .tensor import IndexedSlices
+from .tensor_shape import TensorShape
 from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStrategy, MirroredVariable,
                          MultiWorkerMirroredStrategy, PerReplica, ReplicaContext, Strategy, StrategyExtended,
                          SyncOnReadVariable, ValueContext, Variable, get_replica_context, get_strategy, has_strategy, in_cross_replica_context)
@@ -45,6 +46,6 @@ __all__ = [
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",
     "SyncOnReadVariable", "ValueContext", "Variable", "get_replica_context",
-    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "Module", "name_scope", "TensorSpec", "IndexedSlices", "GradientTape", "add_n",
+    "get_strategy", "has_strategy", "in_cross_replica_context", "function", "Module", "name_scope", "TensorSpec", "TensorShape", "IndexedSlices", "GradientTape", "add_n",
     "__version__",
 ]

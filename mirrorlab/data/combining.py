@@ -193,7 +193,7 @@ def signature_from_types(types: Any, shapes: Any) -> Any:
     if isinstance(types, tuple):
         parts = [signature_from_types(t, None if shapes is None else shapes[i]) for i, t in enumerate(types)]
         return type(types)(*parts) if hasattr(type(types), "_fields") else tuple(parts)
-    return TensorSpec(None if shapes is None else tuple(shapes), types)
+    return TensorSpec(shapes, types)
 
 
 def _structured(signature: Any, value: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
+from ..tensor_shape import TensorShape
 from .options import SHARD_HINT, Options
 from .tensors import STRING, call, int64_arg, is_string, numpy_value, to_element
 
@@ -60,7 +61,9 @@ class TensorSpec:
     """Shape (None for unknown dims; None for an unknown rank) and dtype of one component of an element;
     strings have TF's ``tf.string.as_numpy_dtype``, ``object``."""
 
-    def __init__(self, shape: tuple | None, dtype: Any = np.float32, name: str | None = None) -> None:
+    def __init__(self, shape: Any, dtype: Any = np.float32, name: str | None = None) -> None:
+        if isinstance(shape, TensorShape):
+            shape = shape.dims
         self.shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
         self.dtype = STRING if is_string(dtype) else np.dtype(dtype)
         self.name = name
