@@ -455,6 +455,7 @@ class Dataset(ABC):
 
 
 _NONE = object()
+_END = object()
 
 _PIPELINE_OPTIONS: contextvars.ContextVar[Options | None] = contextvars.ContextVar("mirrorlab_pipeline_options",
                                                                                 default=None)
@@ -466,7 +467,11 @@ def pipeline_options() -> Options:
 
 
 class _PipelineIterator:
-    """The iterator of a whole pipeline: its nodes see the pipeline's options while producing an element."""
+    """The iterator of a whole pipeline: its nodes see the pipeline's options while producing an element.
+
+    TF builds the whole iterator tree when the iterator is created (every shuffle on it draws its seeds then, even if
+    the iterator is never read), and prefetches: so the first element is read at creation too (later ones as they are
+    asked for). An error reading it is raised by the first ``next``, where TF reports it."""
 
     def __init__(self, dataset: Dataset, options: Options) -> None:
         self._options = options
@@ -475,13 +480,29 @@ class _PipelineIterator:
             for node in dataset._walk():
                 node._check_rewritten(options)
             self._elements = dataset._iterate()
+            self._ahead: tuple[bool, Any] | None = self._read()
         finally:
             _PIPELINE_OPTIONS.reset(token)
+
+    def _read(self) -> tuple[bool, Any]:
+        try:
+            return True, next(self._elements)
+        except StopIteration:
+            return True, _END
+        except Exception as exc:  # raised where TF raises it: by the next get_next
+            return False, exc
 
     def __iter__(self) -> "_PipelineIterator":
         return self
 
     def __next__(self) -> Any:
+        if self._ahead is not None:  # the element read at creation; later ones are read when asked
+            (ok, value), self._ahead = self._ahead, None
+            if value is _END:
+                raise StopIteration
+            if not ok:
+                raise value
+            return value
         token = _PIPELINE_OPTIONS.set(self._options)
         try:
             return next(self._elements)
