@@ -54,27 +54,34 @@ def test_fit_on_a_cluster_equals_fit_on_one_device_when_batches_split_evenly():
 
 
 def test_fit_scales_an_uneven_last_batch_as_keras_on_tf_does():
-    # 3 examples in one global batch over 2 replicas ([2] and [1] examples): Keras 3 on TF 2.21 averages
-    # the two replicas' mean gradients (not the global mean), and the loss metric weights by batch size.
+    # After an even first batch (Keras builds from it; an uneven first batch fails there, as TF's AddN), 3 examples
+    # in one global batch over 2 replicas ([2] and [1] examples): Keras 3 on TF 2.21 averages the two replicas'
+    # mean gradients (not the global mean), and the loss metric weights by batch size.
     x = np.array([[0.0, 0.2], [0.4, 0.6], [0.8, 1.0]], np.float32)
     y = np.array([[1.0], [0.0], [2.0]], np.float32)
     kernel, bias = np.array([[0.5], [-0.25]], np.float32), np.array([0.1], np.float32)
+    exact = (np.zeros((2, 2), np.float32), np.full((2, 1), 0.1, np.float32))  # predicted exactly: no gradient
 
-    def program():
+    def program(first_batch):
         strategy = ml.MirroredStrategy(["/cpu:0", "/cpu:1"])
         with strategy.scope():
             model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
             model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         model.set_weights([kernel, bias])
-        history = model.fit(md.Dataset.from_tensor_slices((x, y)).batch(3), epochs=1, verbose=0)
+        data = md.Dataset.from_tensor_slices((x, y)).batch(3)
+        if first_batch is not None:
+            data = md.Dataset.from_tensor_slices(first_batch).batch(2).concatenate(data)
+        history = model.fit(data, epochs=1, verbose=0)
         return model.get_weights(), history.history["loss"][0]
 
-    weights, loss = program()
+    weights, loss = program(exact)
     err = x @ kernel + bias - y
     grads = [(2 * x[part].T @ err[part] / len(part), 2 * err[part].sum(0) / len(part)) for part in ([0, 1], [2])]
     np.testing.assert_allclose(weights[0], kernel - 0.1 * (grads[0][0] + grads[1][0]) / 2, rtol=1e-6)
     np.testing.assert_allclose(weights[1], bias - 0.1 * (grads[0][1] + grads[1][1]) / 2, rtol=1e-6)
-    assert loss == pytest.approx(float((err ** 2).mean()), rel=1e-6)
+    assert loss == pytest.approx(float((err ** 2).sum() / 5), rel=1e-6)
+    with pytest.raises(errors.InvalidArgumentError, match="(?s)Input 0: \\[2,2\\] != input 1: \\[1,2\\].*Fix: Keras"):
+        program(None)
 
 
 def test_training_is_bit_identical_across_scheduler_seeds():

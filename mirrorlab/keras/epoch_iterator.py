@@ -3,7 +3,7 @@ TF 2.21 hands them out.
 
 An epoch is ``steps_per_epoch`` steps, else one pass over the data (data of no batches still tries a first step).
 With ``steps_per_epoch`` one iterator runs across epochs; once the data's known number of batches is used up
-(mid-epoch: a short epoch, with a warning) the next epoch starts a fresh pass, so training goes on for every epoch.
+(mid-epoch: a short epoch, with a warning) a fresh pass starts at once, so training goes on for every epoch.
 Data of unknown length runs until it ends (the step that finds the end counts, as Keras' counter does, and the epoch
 stops there with a warning); that count then serves as the number of batches.
 """
@@ -56,7 +56,9 @@ class EpochIterator:
             yield step
             step += 1
         if self._num_batches and self._seen >= self._num_batches:
-            self._iterator = None  # the next epoch starts a fresh pass
+            # Keras starts the next pass right away (a seeded shuffle draws its next seeds now); an epoch without
+            # ``steps_per_epoch`` then starts yet another, so such epochs see every other shuffle order, as in TF.
+            self._iterator, self._seen = iter(self._data), 0
 
     def next_batch(self) -> Any:
         """The current step's batch, or None when the data has ended (the epoch stops; the next one starts a fresh

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import nest
+from .. import errors, nest
 from ..autodiff import GradientTape, track, untracked
 from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
-from ..distribute.values import PerReplicaSpec
+from ..distribute.values import DistributedValues, PerReplicaSpec
 from ..distribute.variables import Variable
 from ..tensor import array_module, is_cupy, to_host
 from ..train.checkpoint import restore_on_create
@@ -51,6 +51,11 @@ def first_leaf(value: Any) -> Any:
     """The first array of a nest of arrays (a model's several inputs), or ``value`` itself."""
     return nest.flatten(value)[0] if isinstance(value, (list, tuple, dict)) else value
 
+
+UNEVEN_FIRST_BATCH = (
+    "\nFix: Keras (TF 2.21) builds the model from the mean of the first batch over the replicas, so the first global "
+    "batch must split into equal replica shares: make the batch size a multiple of the number of replicas and the "
+    "dataset at least one full batch long (later partial batches train fine).")
 
 class Model(Layer):
     """A model trained with ``compile``/``fit``; remembers the strategy it was made in. ``Sequential`` applies its
@@ -349,6 +354,13 @@ class Model(Layer):
         if self._strategy._is_default:
             return False
         first = next(iter(data))
+        leaves = nest.flatten(first)
+        if leaves and all(isinstance(leaf, DistributedValues) for leaf in leaves):
+            # Keras builds from the batch's replica mean: replicas of unequal shares raise TF's AddN error here.
+            try:
+                self._strategy.reduce("MEAN", first, axis=None)
+            except errors.InvalidArgumentError as exc:
+                raise type(exc)(exc.message.split("\nFix:")[0] + UNEVEN_FIRST_BATCH, exc.worker) from None
         metrics_unbuilt, loss_unbuilt = not self._compile_metrics.built, not self._loss_built
         if training:
             self._prepare_training(data)
@@ -405,6 +417,23 @@ class Model(Layer):
 
     def _results(self) -> dict[str, float]:
         return {"loss": float(self._loss_tracker.result()), **self._compile_metrics.result()}
+
+    def _batch_logs(self) -> dict[str, float]:
+        """A step's logs as Keras hands them to batch callbacks: it reduces its step's per-replica outputs, each
+        replica's own metric results, with a float32 mean over this worker's replicas (so a partial batch's replicas
+        count alike). On a cluster the results are cluster-wide (there TF 2.21's Keras fails: a scalar reduced on
+        axis 0, tensorflow#72388)."""
+        if self._strategy.num_replicas_in_sync == 1 or self._strategy.extended._num_workers > 1:
+            return self._results()
+        per_replica = self._strategy.run(self._results)
+        logs = {}
+        for name, value in per_replica.items():
+            parts = [np.float32(v) for v in self._strategy.experimental_local_results(value)]
+            total = parts[0]
+            for part in parts[1:]:
+                total = total + part
+            logs[name] = float(total / np.float32(len(parts)))
+        return logs
 
     def _reset_metrics(self) -> None:
         with self._strategy.scope():
@@ -465,7 +494,7 @@ class Model(Layer):
                     break
                 self._strategy.run(self._step, args=(batch, True))
                 trained, steps = True, steps + 1
-                cbs.on_train_batch_end(step, BatchLogs(self._results))
+                cbs.on_train_batch_end(step, BatchLogs(self._batch_logs))
                 if self.stop_training:
                     break
             logs = self._results() if trained else {}
@@ -508,13 +537,13 @@ class Model(Layer):
                 break
             self._strategy.run(self._step, args=(batch, False))
             count += 1
-            cbs.on_test_batch_end(step, BatchLogs(self._results))
+            cbs.on_test_batch_end(step, BatchLogs(self._batch_logs))
             if self.stop_evaluating:
                 break
         logs = self._results() if count else {}  # no step: Keras returns empty logs
         cbs.on_test_end(logs)
-        if return_dict:
-            return logs
+        if return_dict:  # Keras' pythonify_logs sorts them by name
+            return dict(sorted(logs.items()))
         names = ["loss", *(m.name for m in self.compiled_metrics)]
         values = [logs[name] for name in names if name in logs] + [logs[key] for key in sorted(logs) if key not in names]
         return values[0] if len(values) == 1 else values

@@ -2722,3 +2722,82 @@ def sparse_crossentropy_ignore_class(env: KerasEnv) -> Result:
     out["gradient"] = tape.gradient(value, logits)
     out["all_ignored"] = k.losses.SparseCategoricalCrossentropy(ignore_class=1)(np.array([1, 1]), y_pred[:2])
     return out
+
+
+@case
+def fit_reshuffles_as_keras(env: KerasEnv) -> Result:
+    """A seeded shuffle in ``fit``: Keras creates the next pass's iterator as an epoch ends (and without
+    ``steps_per_epoch`` another as the next begins), each creation drawing shuffle seeds; with and without the
+    strategy, with validation data, ``steps_per_epoch`` and a repeated dataset. Each batch's loss shows its order."""
+    k, data = env.keras, env.data
+    x = np.arange(12, dtype=np.float32).reshape(12, 1)
+    out: Result = {}
+
+    def run(label: str, steps: int | None = None, validate: bool = False, repeat: int = 1,
+            distributed: bool = False) -> None:
+        ds = data.Dataset.from_tensor_slices((x, 0 * x)).shuffle(12, seed=3).batch(4)
+        if repeat > 1:
+            ds = ds.repeat(repeat)
+        val = data.Dataset.from_tensor_slices((x, 0 * x)).shuffle(12, seed=5).batch(4)
+        with env.strategy.scope() if distributed else contextlib.nullcontext():
+            model = k.Sequential([k.Input((1,)), k.layers.Dense(1, kernel_initializer="ones", use_bias=False)])
+            model.compile(loss="mse", optimizer=k.optimizers.SGD(0.0))
+        seen: list[Any] = []
+
+        class Record(k.callbacks.Callback):
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                seen.append(float(logs["loss"]))
+
+            def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+                seen.append(["val", float(logs["loss"])])
+
+        model.fit(ds, epochs=3, verbose=0, callbacks=[Record()], steps_per_epoch=steps,
+                  validation_data=val if validate else None)
+        seen.append(["evaluate", float(model.evaluate(ds, verbose=0))])
+        out[label] = seen
+
+    run("epochs")
+    run("steps_per_epoch_2", steps=2)
+    run("steps_per_epoch_3", steps=3)
+    run("validation", validate=True)
+    run("repeated_steps_2", steps=2, repeat=2)
+    run("strategy", distributed=True)
+    run("strategy_steps_validation", steps=2, validate=True, distributed=True)
+    return out
+
+
+@case
+def batch_logs_average_replicas(env: KerasEnv) -> Result:
+    """Batch callbacks under a 2-replica strategy get each metric's replica results averaged (a batch split 2+1 is
+    not its 3-example mean), epoch logs are the global results, ``evaluate(return_dict=True)`` sorts its names, and a
+    first batch split unevenly fails Keras' build (the replica mean of that batch) with TF's AddN error."""
+    k, data = env.keras, env.data
+    out: Result = {}
+
+    def run(examples: int, batch: int) -> Any:
+        x = np.arange(examples, dtype=np.float32).reshape(examples, 1)
+        y = (np.arange(examples) % 2).astype(np.int64)
+        with env.strategy.scope():
+            model = k.Sequential([k.Input((1,)), k.layers.Dense(2, kernel_initializer="ones", use_bias=False)])
+            model.compile(loss=k.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          optimizer=k.optimizers.SGD(0.0), metrics=["accuracy"])
+        seen: list[Any] = []
+
+        class Record(k.callbacks.Callback):
+            def on_train_batch_end(self, step: int, logs: Any = None) -> None:
+                seen.append(["train", dict(logs)])
+
+            def on_test_batch_end(self, step: int, logs: Any = None) -> None:
+                seen.append(["test", dict(logs)])
+
+            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                seen.append(["epoch", dict(logs)])
+
+        ds = data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        model.fit(ds, epochs=2, verbose=0, callbacks=[Record()])
+        result = model.evaluate(ds, verbose=0, callbacks=[Record()], return_dict=True)
+        return {"seen": seen, "evaluate": result, "evaluate_order": list(result)}
+
+    out["uneven_last_batch"] = attempt(lambda: run(7, 4))
+    out["uneven_first_batch"] = attempt(lambda: run(5, 3))
+    return out

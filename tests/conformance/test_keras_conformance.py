@@ -15,12 +15,7 @@ from .harness import differences, load_golden
 from .keras_cases import KERAS_CASES, KerasEnv, run_case
 
 # Deliberate differences (skipped): case name -> why mirrorlab differs from TF on purpose.
-DELIBERATE_DIFFERENCES: dict[str, str] = {
-    "fit_uneven_replica_batches": "Keras fit on TF 2.21 raises InvalidArgumentError (AddN of the replicas' [2,3] and "
-                                  "[1,3] inputs) when the first global batch splits unevenly (under a strategy it "
-                                  "averages the first batch across replicas to build the model; later uneven "
-                                  "batches train); mirrorlab trains through, scaling each replica's mean as Keras does",
-}
+DELIBERATE_DIFFERENCES: dict[str, str] = {}
 # Unfixed differences (strict xfail): case name -> the difference (mirrorlab vs TF).
 KNOWN_DIFFERENCES: dict[str, str] = {}
 
