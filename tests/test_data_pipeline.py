@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mirrorlab as ml
 from mirrorlab import data as md
 from mirrorlab import errors
 from mirrorlab.data import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
@@ -768,3 +769,19 @@ def test_window_reads_its_input_only_as_far_as_the_window_needs():
     windows = iter(Dataset.from_generator(generator, output_types=np.int64).window(3, shift=2))
     assert items(next(windows)) == [0, 1, 2] and read == [0, 1, 2]
     assert items(next(windows)) == [2, 3, 4] and read == [0, 1, 2, 3, 4]
+
+
+def test_creating_an_iterator_draws_every_shuffles_seeds_as_tf():
+    """An iterator created and never read still advances the shuffles on its pipeline (orders recorded from TF 2.21),
+    for a plain pipeline and a distributed one."""
+    def passes(ds, count):
+        return [[np.asarray(v).tolist() for v in ds] for _ in range(count)]
+
+    ds = Dataset.range(6).shuffle(6, seed=3).batch(6).map(lambda x: x)
+    iter(ds)
+    assert passes(ds, 2) == [[[0, 4, 1, 5, 3, 2]], [[2, 4, 5, 3, 0, 1]]]
+    strategy = ml.MirroredStrategy(["CPU:0"])
+    dist = strategy.experimental_distribute_dataset(Dataset.range(6).shuffle(6, seed=3).batch(6))
+    assert passes(dist, 1) == [[[0, 1, 2, 3, 4, 5]]]
+    iter(dist)
+    assert passes(dist, 2) == [[[2, 4, 5, 3, 0, 1]], [[2, 0, 4, 1, 3, 5]]]
