@@ -175,3 +175,36 @@ def test_a_subclassed_models_own_build_runs_on_its_first_call_in_the_strategy_sc
     model(X[:2])
     assert model.built and [w.name for w in model.weights][0] == "biased/offset:0"
     assert all(isinstance(w, ml.MirroredVariable) for w in model.weights)
+
+
+def test_a_sequential_model_without_input_builds_inside_run_once_for_all_replicas():
+    """TF's custom-training tutorial builds its Sequential model (no Input) on the first call inside ``run``: every
+    replica builds it together, once, into mirrored weights, and the step trains as if it were built first."""
+    x = np.arange(8, dtype=np.float32).reshape(4, 2) / 8
+    y = np.array([0, 1, 1, 0])
+
+    def train(build_first: bool) -> list:
+        strategy = ml.MirroredStrategy(["CPU:0", "CPU:1"])
+        with strategy.scope():
+            model = keras.Sequential([keras.layers.Dense(3, kernel_initializer="ones"), keras.layers.Dense(
+                2, kernel_initializer=keras.initializers.RandomUniform(-0.5, 0.5, seed=3))])
+            if build_first:
+                model.build((None, 2))
+            optimizer = keras.optimizers.SGD(0.5)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+        def step(inputs):
+            features, labels = inputs
+            with ml.GradientTape() as tape:
+                loss = ml.nn.compute_average_loss(loss_fn(labels, model(features, training=True)), global_batch_size=4)
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+
+        for batch in strategy.experimental_distribute_dataset(ml.data.Dataset.from_tensor_slices((x, y)).batch(4)):
+            strategy.run(step, args=(batch,))
+        assert all(isinstance(w, ml.MirroredVariable) for w in model.weights)
+        assert len(model.weights) == 4
+        return model.get_weights()
+
+    for lazy, built in zip(train(False), train(True)):
+        np.testing.assert_array_equal(lazy, built)

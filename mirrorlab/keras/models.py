@@ -213,15 +213,18 @@ class Model(Layer):
         if symbolic_inputs(inputs):
             return self._symbolic_call(inputs, args, kwargs, training)
         x = untracked(inputs)
+        in_run = context.get_strategy() is self._strategy and not context.in_cross_replica_context()
         if self._in_sequence:
             shape = np.shape(x)
-            if not self.built:
-                self.build(shape)
+            if not self.built:  # in ``run`` the replicas build it once, together (as TF's creator merges there)
+                if in_run:
+                    context.get_replica_context().merge_call(lambda _: None if self.built else self.build(shape))
+                else:
+                    self.build(shape)
             self._check_input(shape, bool(training))
         self._follow(x)
         if self._in_sequence or self._called:
             return super().__call__(inputs, *args, training=training, **kwargs)
-        in_run = context.get_strategy() is self._strategy and not context.in_cross_replica_context()
         with contextlib.nullcontext() if in_run else self._strategy.scope():  # in ``run`` every replica creates them
             out = super().__call__(inputs, *args, training=training, **kwargs)
         self._called = True  # (each layer restored what a checkpoint read for it when it built)
