@@ -34,3 +34,19 @@ def single_and_cluster_runs(make: Callable[[], Any], x: np.ndarray, y: np.ndarra
             np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
         np.testing.assert_allclose(losses, single_losses, rtol=1e-4)
     return single_weights, single_losses
+
+
+def tape_step(model: Any, optimizer: Any, loss_fn: Any, global_batch_size: int,
+              regularized: bool = False) -> Callable[[Any], Any]:
+    """TF's custom-training replica step: the per-example loss averaged over the global batch (plus the model's scaled
+    regularization losses), differentiated on a tape and applied; returns the replica's loss."""
+    def step(inputs: Any) -> Any:
+        x, y = inputs
+        with ml.GradientTape() as tape:
+            loss = ml.nn.compute_average_loss(loss_fn(y, model(x, training=True)), global_batch_size=global_batch_size)
+            if regularized:
+                loss += ml.nn.scale_regularization_loss(ml.add_n(model.losses))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    return step

@@ -19,6 +19,7 @@ from mirrorlab.runtime import current_environment
 from mirrorlab.sim import SimCluster
 
 import fake_cupy
+from keras_programs import tape_step
 from test_keras import X, Y, build_model, cnn_program, image_task
 
 
@@ -216,14 +217,7 @@ def _custom_loop(strategy):
         optimizer = keras.optimizers.RMSprop(0.01)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
-    def step(inputs):
-        x, y = inputs
-        with ml.GradientTape() as tape:
-            loss = ml.nn.compute_average_loss(loss_fn(y, model(x, training=True)), global_batch_size=12)
-            loss += ml.nn.scale_regularization_loss(ml.add_n(model.losses))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    step = tape_step(model, optimizer, loss_fn, 12, regularized=True)
 
     dataset = strategy.experimental_distribute_dataset(md.Dataset.from_tensor_slices((X[:36], Y[:36])).batch(12))
     losses = [float(strategy.reduce("sum", strategy.run(step, args=(batch,)), axis=None)) for batch in dataset]

@@ -9,7 +9,7 @@ import mirrorlab as ml
 from mirrorlab import keras
 from mirrorlab.sim import SimCluster
 
-from keras_programs import fit_program, single_and_cluster_runs
+from keras_programs import fit_program, single_and_cluster_runs, tape_step
 
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((48, 6)).astype(np.float32)
@@ -193,12 +193,7 @@ def test_a_sequential_model_without_input_builds_inside_run_once_for_all_replica
             optimizer = keras.optimizers.SGD(0.5)
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
-        def step(inputs):
-            features, labels = inputs
-            with ml.GradientTape() as tape:
-                loss = ml.nn.compute_average_loss(loss_fn(labels, model(features, training=True)), global_batch_size=4)
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
+        step = tape_step(model, optimizer, loss_fn, 4)
 
         for batch in strategy.experimental_distribute_dataset(ml.data.Dataset.from_tensor_slices((x, y)).batch(4)):
             strategy.run(step, args=(batch,))
