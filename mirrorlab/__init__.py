@@ -9,7 +9,7 @@ The names follow ``tf.distribute`` so TF users feel at home::
         w = ml.Variable(np.zeros(4, np.float32))
 """
 
-from . import cluster, config, data, dtypes, errors, io, keras, linalg, math, nest, nn, train
+from . import cluster, config, data, dtypes, errors, io, keras, linalg, math, nest, nn, random, train
 from .array_ops import (abs, add, add_n, argmax, argmin, cast, clip_by_value, concat, divide, equal, exp, expand_dims, fill,
                         gather, greater, greater_equal, identity, less, less_equal, log, matmul, maximum, minimum,
                         multiply, negative, not_equal, one_hot, ones, ones_like, range, rank, reduce_all, reduce_any,
@@ -41,7 +41,7 @@ from .distribute import (DistributedValues, InputContext, Mirrored, MirroredStra
 
 
 __all__ = [
-    "cluster", "config", "data", "dtypes", "errors", "io", "keras", "linalg", "nest", "nn", "train", "constant", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
+    "cluster", "config", "data", "dtypes", "errors", "io", "keras", "linalg", "nest", "nn", "random", "train", "constant", "ReduceOp", "VariableAggregation", "VariableAggregationV2",
     "VariableSynchronization", "CollectiveCommunication", "CommunicationImplementation", "CommunicationOptions",
     "DistributedValues", "InputContext", "Mirrored", "MirroredStrategy", "MirroredVariable",
     "MultiWorkerMirroredStrategy", "PerReplica", "ReplicaContext", "Strategy", "StrategyExtended",

@@ -19,6 +19,7 @@ import mirrorlab as ml
 from mirrorlab import data as md
 from mirrorlab import errors
 from mirrorlab.data import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
+from mirrorlab.sim import SimCluster
 from mirrorlab.dtypes import string as STRING
 
 
@@ -785,3 +786,24 @@ def test_creating_an_iterator_draws_every_shuffles_seeds_as_tf():
     assert passes(dist, 1) == [[[0, 1, 2, 3, 4, 5]]]
     iter(dist)
     assert passes(dist, 2) == [[[2, 4, 5, 3, 0, 1]], [[2, 0, 4, 1, 3, 5]]]
+
+
+def test_the_global_seed_fixes_shuffles_as_tfs_does():
+    """``tf.random.set_seed`` pairs with a shuffle's own seed and gives unseeded shuffles TF's op seeds (orders
+    recorded from TF 2.21), in a simulated worker as in a plain process."""
+    def passes(ds):
+        return [[int(v) for v in ds] for _ in range(2)]
+
+    def program():
+        ml.random.set_seed(1)
+        first = passes(Dataset.range(8).shuffle(8))
+        seeded = passes(Dataset.range(8).shuffle(8, seed=3))
+        second = passes(Dataset.range(8).shuffle(8))
+        ml.keras.utils.set_random_seed(5)
+        return first, seeded, second, passes(Dataset.range(8).shuffle(4))
+
+    expected = ([[6, 4, 2, 3, 0, 7, 5, 1], [0, 4, 3, 1, 2, 6, 7, 5]], [[5, 4, 0, 1, 2, 3, 7, 6], [6, 1, 0, 4, 2, 5, 7, 3]],
+                [[5, 3, 7, 0, 6, 2, 1, 4], [5, 2, 3, 7, 1, 4, 6, 0]], [[1, 0, 4, 6, 5, 3, 2, 7], [3, 2, 1, 5, 6, 4, 7, 0]])
+    assert SimCluster(workers=1).run(program).values() == [expected]
+    with pytest.raises(ValueError, match="^Expected `seed` argument to be an integer. Received: seed=5.0"):
+        ml.keras.utils.set_random_seed(5.0)

@@ -1,7 +1,7 @@
 """``shuffle``: TF 2.21's shuffle buffer, seeds and reshuffling, so a seeded pipeline yields TF's order.
 
-TF resolves an op seed to ``(87654321, seed % (2**31 - 1))`` (``random_seed.get_seed`` with no global
-seed). Each shuffle dataset owns a seed generator: fixed (``reshuffle_each_iteration=False``) or a
+TF resolves an op seed with ``random_seed.get_seed`` (``mirrorlab.random``: ``(87654321, seed % (2**31 - 1))``
+without a global seed). Each shuffle dataset owns a seed generator: fixed (``reshuffle_each_iteration=False``) or a
 Philox stream of fresh iterator seeds. Every new iterator, and every new epoch of a fused
 ``shuffle().repeat()``, takes two seeds from it; the buffer is a ring from which the element at a random
 offset of the oldest epoch's slice is emitted and swapped with the slice's first element.
@@ -17,11 +17,11 @@ from typing import Any
 
 from .. import errors
 from .dataset import FUSED_REPEAT_ZERO, Dataset, UnaryDataset
+from ..random import DEFAULT_GRAPH_SEED, get_seed
 from .philox import PhiloxStream
 
 __all__ = ["ShuffleDataset", "tf_op_seeds", "peeking"]
 
-DEFAULT_GRAPH_SEED = 87654321
 _MAXINT32 = 2**31 - 1
 _PEEKING: contextvars.ContextVar[bool] = contextvars.ContextVar("mirrorlab_data_peeking", default=False)
 
@@ -38,13 +38,15 @@ def peeking() -> Iterator[None]:
 
 
 def tf_op_seeds(seed: int | None) -> tuple[int, int]:
-    """TF's ``(seed, seed2)`` for an op seed; an unseeded op gets one from mirrorlab's environment
-    (the simulation seed in a SimCluster worker), where TF would draw fresh entropy."""
-    if seed is None:
+    """TF's ``(seed, seed2)`` for an op seed, under the global seed if ``tf.random.set_seed`` set one; an op
+    without either gets one from mirrorlab's environment (the simulation seed in a SimCluster worker), where TF
+    would draw fresh entropy."""
+    seeds = get_seed(seed)
+    if seeds == (None, None):
         from .seeding import dataset_seed
 
         return DEFAULT_GRAPH_SEED, dataset_seed(None) % _MAXINT32
-    return DEFAULT_GRAPH_SEED, int(seed) % _MAXINT32
+    return seeds
 
 
 class SeedGenerator:
