@@ -199,6 +199,15 @@ def _fit_on(data):
     return [w.numpy() for w in model.weights]
 
 
+def test_a_metric_called_like_a_function_updates_and_returns_its_result():
+    """``metric(y_true, y_pred)`` is ``update_state`` then ``result`` (values recorded from Keras 3 on TF 2.21)."""
+    accuracy = keras.metrics.SparseCategoricalAccuracy()
+    assert float(accuracy([1, 0], [[0.1, 0.9], [0.8, 0.2]])) == 1.0
+    assert float(accuracy([1], [[0.9, 0.1]])) == pytest.approx(2 / 3)
+    mean = keras.metrics.Mean()
+    assert (float(mean(3.0)), float(mean([1.0, 2.0], sample_weight=[1.0, 0.0]))) == (3.0, 2.0)
+
+
 def test_metrics_aggregate_over_every_replica():
     def program():
         strategy = ml.MultiWorkerMirroredStrategy()

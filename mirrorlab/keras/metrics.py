@@ -57,6 +57,11 @@ class Metric(ABC):
         current = var._read()
         var.assign(current + like(asarray(amount, self.dtype), current))
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``update_state(...)`` then ``result()``, as a Keras metric called like a function."""
+        self.update_state(*args, **kwargs)
+        return self.result()
+
     def reset_states(self) -> None:
         """tf.keras 2's name for ``reset_state`` (kept so older training loops run unchanged)."""
         self.reset_state()
