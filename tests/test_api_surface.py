@@ -216,3 +216,15 @@ def test_a_dropped_mirrored_strategy_ends_its_replica_threads():
             strategy.run(failing)
         del strategy
     assert settled() <= before  # 10 more threads if the strategies stayed alive
+
+
+def test_the_experimental_multi_worker_strategy_takes_tfs_older_signature():
+    """``tf.distribute.experimental.MultiWorkerMirroredStrategy(communication, cluster_resolver)``, as TF 2.21."""
+    experimental = ml.distribute.experimental
+    for communication, implementation in ((experimental.CollectiveCommunication.RING, "RING"), ("nccl", "NCCL"),
+                                          (experimental.CollectiveCommunication.AUTO, "AUTO")):
+        strategy = experimental.MultiWorkerMirroredStrategy(communication)
+        assert isinstance(strategy, ml.MultiWorkerMirroredStrategy) and strategy.num_replicas_in_sync == 1
+        assert strategy.extended._options.implementation.name == implementation
+    with pytest.raises(TypeError, match="unexpected keyword argument 'communication_options'"):
+        experimental.MultiWorkerMirroredStrategy(communication_options=ml.CommunicationOptions())

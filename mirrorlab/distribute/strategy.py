@@ -23,7 +23,7 @@ from ..callsite import calls_from, user_call_site
 from ..cluster import ClusterResolver, TFConfigClusterResolver
 from ..cluster import roles
 from ..collective.group import CollectiveGroup, check_broadcastable, check_gatherable, truediv_dtype
-from ..communication import Options
+from ..communication import CommunicationImplementation, Options
 from ..runtime import WorkerRuntime, current_environment
 from ..tensor import IndexedSlices, array_module, as_tensor, device_of, frozen, is_cupy, like, to_host
 from ..trace import TraceNote
@@ -619,6 +619,15 @@ class RunOptions(NamedTuple):
     experimental_enable_dynamic_batch_size: bool = True
     experimental_bucketizing_dynamic_shape: bool = False
     experimental_xla_options: Any = None
+
+
+class ExperimentalMultiWorkerMirroredStrategy(MultiWorkerMirroredStrategy):
+    """``tf.distribute.experimental.MultiWorkerMirroredStrategy``: the older signature, ``communication`` (a
+    CollectiveCommunication or its name) first, no ``communication_options``."""
+
+    def __init__(self, communication: CommunicationImplementation | str = CommunicationImplementation.AUTO,
+                 cluster_resolver: ClusterResolver | None = None) -> None:
+        super().__init__(cluster_resolver, Options(implementation=communication))
 
 
 class MirroredStrategy(Strategy):
