@@ -637,3 +637,19 @@ def test_divergent_moving_statistics_are_reported_once_at_the_users_fit_call(cap
     reports = [r.getMessage() for r in caplog.records if "moving_mean" in r.getMessage()]
     assert len(reports) == 1  # once per variable, not per step
     assert f"test_keras.py:{line} in test_divergent" in reports[0] and "as in TF" in reports[0]
+
+
+def test_compile_takes_keras_3s_signature_and_defaults_to_rmsprop():
+    """Keras 3's argument order and defaults (values recorded from Keras 3 on TF 2.21); loss weights and several
+    steps per execution are refused with the fix."""
+    x, y = np.ones((4, 2), np.float32), np.zeros((4, 1), np.float32)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="ones")])
+    model.compile(loss="mse", run_eagerly=True, jit_compile=False)
+    assert type(model.optimizer).__name__ == "RMSprop" and model.run_eagerly is True
+    assert [round(v, 5) for v in model.fit(x, y, epochs=2, verbose=0).history["loss"]] == [4.0, 3.96214]
+    model.compile("adam", "mse", None, ["mae"])
+    assert model.evaluate(x, y, verbose=0, return_dict=True) == pytest.approx({"loss": 3.9348526, "mae": 1.9836463})
+    with pytest.raises(NotImplementedError, match="loss_weights.*\nFix: "):
+        model.compile("sgd", "mse", loss_weights=[2.0])
+    with pytest.raises(NotImplementedError, match="steps_per_execution=2.*\nFix: "):
+        model.compile("sgd", "mse", steps_per_execution=2)

@@ -285,10 +285,20 @@ class Model(Layer):
 
     # -- training ----------------------------------------------------------------------------------
 
-    def compile(self, optimizer: Any = "sgd", loss: Any = None, metrics: list[Any] | None = None,
-                weighted_metrics: list[Any] | None = None) -> None:
-        """Set the optimizer, loss, metrics (which ignore sample weights) and weighted metrics (which take them);
-        metric state is created in the model's strategy scope."""
+    def compile(self, optimizer: Any = "rmsprop", loss: Any = None, loss_weights: Any = None,
+                metrics: list[Any] | None = None, weighted_metrics: list[Any] | None = None, run_eagerly: bool = False,
+                steps_per_execution: int = 1, jit_compile: Any = "auto", auto_scale_loss: bool = True) -> None:
+        """Set the optimizer, loss, metrics (which ignore sample weights) and weighted metrics (which take them), in
+        Keras 3's order; metric state is created in the model's strategy scope. ``run_eagerly`` and ``jit_compile``
+        are kept (mirrorlab always runs eagerly); ``auto_scale_loss`` matters only to mixed precision, which mirrorlab
+        does not run. Loss weights and several steps per execution are refused with the fix."""
+        if loss_weights is not None:
+            raise NotImplementedError("compile(loss_weights=...) is not supported: mirrorlab trains models of one "
+                                      "output.\nFix: scale the loss itself (e.g. a loss function times the weight).")
+        if steps_per_execution != 1:
+            raise NotImplementedError(f"compile(steps_per_execution={steps_per_execution}) is not supported: "
+                                      "mirrorlab runs one step per execution.\nFix: leave steps_per_execution at 1.")
+        self.run_eagerly, self.jit_compile, self.auto_scale_loss = bool(run_eagerly), jit_compile, auto_scale_loss
         compile_metrics = CompileMetrics(metrics, weighted_metrics)  # built, like "crossentropy", on the first data
         with self._strategy.scope():
             self.optimizer = optimizers_lib.get(optimizer)
