@@ -134,8 +134,13 @@ def set_logical_device_configuration(device: PhysicalDevice,
         raise RuntimeError("Virtual devices cannot be modified after being initialized\nFix: configure devices at "
                            "the start of the program, before creating a strategy or listing logical devices.")
     if device.device_type == "GPU" and configs:
-        _limit_gpu_pool(int(device.name.rsplit(":", 1)[1]), configs[0].memory_limit)
+        _limit_gpu_pool(_ordinal(device), configs[0].memory_limit)
     state.virtual[device.name] = configs
+
+
+def _ordinal(device: PhysicalDevice) -> int:
+    """``k`` of ``/physical_device:GPU:k``."""
+    return int(device.name.rsplit(":", 1)[1])
 
 
 def _limit_gpu_pool(gpu: int, megabytes: int) -> None:
@@ -203,7 +208,7 @@ def get_device_details(device: PhysicalDevice) -> dict[str, Any]:
     found = gpu_module()
     if found is None:  # a simulated GPU on a machine without one
         return {"device_name": "simulated GPU"}
-    props = found[0].cuda.runtime.getDeviceProperties(int(device.name.rsplit(":", 1)[1]))
+    props = found[0].cuda.runtime.getDeviceProperties(_ordinal(device))
     name = props["name"]
     return {"device_name": name.decode() if isinstance(name, bytes) else str(name),
             "compute_capability": (int(props["major"]), int(props["minor"]))}
@@ -229,13 +234,12 @@ def mirrored_devices() -> list[str]:
 def worker_device_type() -> tuple[str, int]:
     """A MultiWorkerMirroredStrategy worker's devices: its visible GPUs, else one CPU (virtual CPUs are not
     used, as in TF; a simulated CPU worker keeps its ``devices_per_worker``)."""
-    device_type, count = current_environment().default_device_type()
     state = _state()
     state.initialized = True
-    if device_type == "GPU":
+    if _of_type(state.physical, "GPU"):
         gpus = len(_of_type(state.visible, "GPU"))
         return ("GPU", gpus) if gpus else ("CPU", 1)
-    return device_type, count
+    return "CPU", state.default_cpus
 
 
 experimental = types.SimpleNamespace(

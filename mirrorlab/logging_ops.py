@@ -32,15 +32,10 @@ def print_v2(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: s
         if isinstance(item, str):
             templates.append(item)
             continue
-        flat = []
-        for leaf in nest.flatten(item) if not _is_tensor(item) else [item]:
-            if _is_tensor(leaf):
-                tensors.append(leaf)
-                flat.append(_PLACEHOLDER)
-            else:
-                flat.append(leaf)
-        packed = flat[0] if _is_tensor(item) else nest.pack_sequence_as(item, flat)
-        templates.append(pprint.pformat(packed))
+        leaves = nest.flatten(item)  # (a tensor is its own single leaf)
+        tensors += [leaf for leaf in leaves if _is_tensor(leaf)]
+        flat = [_PLACEHOLDER if _is_tensor(leaf) else leaf for leaf in leaves]
+        templates.append(pprint.pformat(nest.pack_sequence_as(item, flat)))
     template = sep.join(templates).replace(repr(_PLACEHOLDER), _PLACEHOLDER)
     pieces = template.split(_PLACEHOLDER)
     text = pieces[0] + "".join(summarize_value(t, summarize) + rest for t, rest in zip(tensors, pieces[1:]))
@@ -127,7 +122,7 @@ def _element(x: Any) -> str:
 def _float(x: Any) -> str:
     """TF's FloatToBuffer/DoubleToBuffer: %g with FLT_DIG (DBL_DIG) digits, or 3 (2) more when that does not read
     back; float16 prints as float32."""
-    single = not isinstance(x, (float, np.float64)) or isinstance(x, (np.float32, np.float16))
+    single = not isinstance(x, float)  # Python floats and np.float64 (a float) are doubles
     value = np.float32(x) if single else np.float64(x)
     if np.isnan(value):
         return "-nan" if np.signbit(value) else "nan"

@@ -17,12 +17,11 @@ from typing import Any
 
 from .. import errors
 from .dataset import FUSED_REPEAT_ZERO, Dataset, UnaryDataset
-from ..random import DEFAULT_GRAPH_SEED, get_seed
+from ..random import get_seed
 from .philox import PhiloxStream
 
 __all__ = ["ShuffleDataset", "tf_op_seeds", "peeking"]
 
-_MAXINT32 = 2**31 - 1
 _PEEKING: contextvars.ContextVar[bool] = contextvars.ContextVar("mirrorlab_data_peeking", default=False)
 
 
@@ -45,7 +44,7 @@ def tf_op_seeds(seed: int | None) -> tuple[int, int]:
     if seeds == (None, None):
         from .seeding import dataset_seed
 
-        return DEFAULT_GRAPH_SEED, dataset_seed(None) % _MAXINT32
+        seeds = get_seed(dataset_seed(None))
     return seeds
 
 

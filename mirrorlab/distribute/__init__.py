@@ -11,8 +11,8 @@ from .cross_device_ops import CrossDeviceOps, HierarchicalCopyAllReduce, NcclAll
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset, DistributedIterator, InputOptions, InputReplicationMode
 from .replica_context import ReplicaContext
-from .strategy import (ExperimentalMultiWorkerMirroredStrategy, MirroredStrategy, MultiWorkerMirroredStrategy, RunOptions,
-                       Strategy, StrategyExtended)
+from .strategy import (ExperimentalMultiWorkerMirroredStrategy, MirroredStrategy, MultiWorkerMirroredStrategy,
+                       RunOptions, Strategy, StrategyExtended)
 from .values import DistributedValues, Mirrored, PerReplica, PerReplicaSpec
 from .variables import DistributedVariable, MirroredVariable, SyncOnReadVariable, Variable
 

@@ -339,9 +339,9 @@ class Strategy:
                                 f"{tuple(axis) if isinstance(axis, list) else 0}.") from None
         site = user_call_site()
         for leaf in nest.flatten(value) if self._extended._is_mirrored and len(self._extended._devices) > 1 else ():
-            if isinstance(leaf, ReplicaValues) and any(is_python_number(c) for c in leaf.values):
-                number = next(c for c in leaf.values if is_python_number(c))  # (from a values function)
-                raise AttributeError(f"'{type(number).__name__}' object has no attribute 'device'")
+            numbers = [c for c in leaf.values if is_python_number(c)] if isinstance(leaf, ReplicaValues) else []
+            if numbers:  # (from a values function)
+                raise AttributeError(f"'{type(numbers[0]).__name__}' object has no attribute 'device'")
         if axis is None and self._is_plain_nest(value):
             with context.enter(self, None):
                 return self._reduce_leaves(op, [value], site, copies=True)[0]

@@ -57,6 +57,7 @@ UNEVEN_FIRST_BATCH = (
     "batch must split into equal replica shares: make the batch size a multiple of the number of replicas and the "
     "dataset at least one full batch long (later partial batches train fine).")
 
+
 class Model(Layer):
     """A model trained with ``compile``/``fit``; remembers the strategy it was made in. ``Sequential`` applies its
     layers in order (``call`` here); a subclass defines ``call`` with the layers it sets as attributes, which are
@@ -213,11 +214,10 @@ class Model(Layer):
         if symbolic_inputs(inputs):
             return self._symbolic_call(inputs, args, kwargs, training)
         x = untracked(inputs)
-        in_run = context.get_strategy() is self._strategy and not context.in_cross_replica_context()
         if self._in_sequence:
             shape = np.shape(x)
             if not self.built:  # in ``run`` the replicas build it once, together (as TF's creator merges there)
-                if in_run:
+                if self._in_own_run():
                     context.get_replica_context().merge_call(lambda _: None if self.built else self.build(shape))
                 else:
                     self.build(shape)
@@ -225,10 +225,15 @@ class Model(Layer):
         self._follow(x)
         if self._in_sequence or self._called:
             return super().__call__(inputs, *args, training=training, **kwargs)
-        with contextlib.nullcontext() if in_run else self._strategy.scope():  # in ``run`` every replica creates them
+        # A subclass's first call creates its layers' weights: in ``run`` every replica creates them itself.
+        with contextlib.nullcontext() if self._in_own_run() else self._strategy.scope():
             out = super().__call__(inputs, *args, training=training, **kwargs)
         self._called = True  # (each layer restored what a checkpoint read for it when it built)
         return out
+
+    def _in_own_run(self) -> bool:
+        """Whether a replica of this model's strategy is calling it inside ``strategy.run``."""
+        return context.get_strategy() is self._strategy and not context.in_cross_replica_context()
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         shape = tuple(input_shape)
@@ -442,10 +447,7 @@ class Model(Layer):
         logs = {}
         for name, value in per_replica.items():
             parts = [np.float32(v) for v in self._strategy.experimental_local_results(value)]
-            total = parts[0]
-            for part in parts[1:]:
-                total = total + part
-            logs[name] = float(total / np.float32(len(parts)))
+            logs[name] = float(sum(parts[1:], parts[0]) / np.float32(len(parts)))  # float32, in replica order
         return logs
 
     def _reset_metrics(self) -> None:
