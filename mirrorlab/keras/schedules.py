@@ -23,36 +23,42 @@ class LearningRateSchedule:
                                   "step)`.")
 
 
-class ExponentialDecay(LearningRateSchedule):
+class _RateOverSteps(LearningRateSchedule):
+    """A schedule of ``initial_learning_rate``, ``decay_rate`` per ``decay_steps``, and ``staircase``."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool,
+                 name: str) -> None:
+        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
+        self.staircase, self.name = staircase, name
+
+    def _progress(self, step: Any) -> Any:
+        """``step / decay_steps`` in float32, floored with ``staircase``."""
+        p = _F(step) / _F(self.decay_steps)
+        return np.floor(p) if self.staircase else p
+
+
+class ExponentialDecay(_RateOverSteps):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (the exponent floored with ``staircase``)."""
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False,
                  name: str = "ExponentialDecay") -> None:
         if decay_steps <= 0:
             raise ValueError(f"Argument `decay_steps` must be > 0. Received: decay_steps={decay_steps}")
-        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
-        self.staircase, self.name = staircase, name
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step: Any) -> Any:
-        power = _F(step) / _F(self.decay_steps)
-        if self.staircase:
-            power = np.floor(power)
-        return _F(self.initial_learning_rate) * np.power(_F(self.decay_rate), power, dtype=_F)
+        return _F(self.initial_learning_rate) * np.power(_F(self.decay_rate), self._progress(step), dtype=_F)
 
 
-class InverseTimeDecay(LearningRateSchedule):
+class InverseTimeDecay(_RateOverSteps):
     """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (floored with ``staircase``)."""
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False,
                  name: str = "InverseTimeDecay") -> None:
-        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
-        self.staircase, self.name = staircase, name
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step: Any) -> Any:
-        p = _F(step) / _F(self.decay_steps)
-        if self.staircase:
-            p = np.floor(p)
-        return _F(self.initial_learning_rate) / (_F(1) + _F(self.decay_rate) * p)
+        return _F(self.initial_learning_rate) / (_F(1) + _F(self.decay_rate) * self._progress(step))
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
