@@ -22,6 +22,7 @@ import numpy as np
 
 from . import nest
 from .indexed_slices import accumulate
+from .summation import tf_sum
 from .tensor import asarray, like, to_host
 
 __all__ = ["BINARY_GRADIENTS", "GradientTape", "Tracked", "add_n", "broadcast_back", "recording", "track",
@@ -97,7 +98,8 @@ class Tracked:
 
     def sum(self, axis: Any = None, keepdims: bool = False, dtype: Any = None, out: None = None) -> "Tracked":
         """The sum over ``axis`` (also what ``np.sum`` calls)."""
-        total = self.value.sum(axis=axis, keepdims=keepdims, dtype=dtype)
+        total = tf_sum(self.value, axis, keepdims) if dtype is None or np.dtype(dtype) == self.value.dtype else \
+            self.value.sum(axis=axis, keepdims=keepdims, dtype=dtype)
         return Tracked(total, lambda g: [(self, broadcast_back(g, self.value, axis, keepdims))], (self,))
 
     def mean(self, axis: Any = None, keepdims: bool = False, dtype: Any = None, out: None = None) -> "Tracked":

@@ -38,6 +38,21 @@ OPS_EXPRESSIONS: list[str] = [
     'tf.reduce_sum([[1, 2], [3, 4]], axis=-1)',
     'tf.reduce_sum(np.array([1, 2], np.uint8))',
     'tf.reduce_sum(np.array([200, 100], np.uint8))',
+    # float sums in Eigen's order (summation.py): packets, four accumulators, the tree over 8192 values, and
+    # the thread blocks of a full sum over 108,388 values; rows, columns and the layouts TF transposes
+    *(f'tf.reduce_sum(np.random.default_rng({n}).standard_normal({n}).astype(np.float32))'
+      for n in (10, 24, 33, 64, 100, 1000, 8200, 20000, 137700)),
+    'tf.reduce_sum(np.random.default_rng(3).standard_normal(30001))',
+    'tf.reduce_sum(np.random.default_rng(4).standard_normal((7, 33)).astype(np.float32), axis=-1)',
+    'tf.reduce_sum(np.random.default_rng(5).standard_normal((3, 9000)).astype(np.float32), axis=1)',
+    'tf.reduce_sum(np.random.default_rng(6).standard_normal((40, 16)).astype(np.float32), axis=0)',
+    'tf.reduce_sum(np.random.default_rng(7).standard_normal((300, 9)).astype(np.float32), axis=0)',
+    'tf.reduce_sum(np.random.default_rng(8).standard_normal((5, 40, 9)).astype(np.float32), axis=1)',
+    'tf.reduce_sum(np.random.default_rng(9).standard_normal((20, 3, 40)).astype(np.float32), axis=(0, 2))',
+    'tf.reduce_sum(np.random.default_rng(10).standard_normal((5, 6, 7, 8)).astype(np.float32), axis=(1, 3))',
+    'tf.reduce_sum(np.random.default_rng(11).standard_normal((33, 1)).astype(np.float32), axis=0)',
+    'tf.reduce_mean(np.random.default_rng(12).standard_normal((64, 10)).astype(np.float32), axis=-1)',
+    'tf.reduce_mean(np.random.default_rng(13).standard_normal(1000).astype(np.float32))',
     'tf.reduce_mean([1, 2])',
     'tf.reduce_mean([-1, -2])',
     'tf.reduce_mean([1., 2.])',
