@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..callsite import user_call_site
+from ..tensor import to_host
 from ..distribute.variables import Variable
 from ..train.checkpoint import Checkpoint, CheckpointManager
 from ..train.files import is_chief
@@ -18,7 +19,7 @@ from ..train.files import is_chief
 if TYPE_CHECKING:
     from .models import Model
 
-__all__ = ["Callback", "CallbackList", "History", "BackupAndRestore", "LambdaCallback", "EarlyStopping",
+__all__ = ["pythonify_logs", "Callback", "CallbackList", "History", "BackupAndRestore", "LambdaCallback", "EarlyStopping",
            "TerminateOnNaN", "LearningRateScheduler", "ModelCheckpoint", "TensorBoard"]
 
 
@@ -71,7 +72,7 @@ class BatchLogs(Mapping):
 
     def _values(self) -> dict[str, float]:
         if self._logs is None:
-            self._logs = _sorted(self._read())
+            self._logs = pythonify_logs(self._read())
         return self._logs
 
     def __getitem__(self, key: str) -> float:
@@ -84,9 +85,19 @@ class BatchLogs(Mapping):
         return len(self._values())
 
 
-def _sorted(logs: Mapping | None) -> dict[str, Any]:
-    """A copy of ``logs`` (None: empty) sorted by name: what every callback of a hook shares, as in Keras."""
-    return dict(sorted((logs or {}).items()))
+def pythonify_logs(logs: Mapping | None) -> dict[str, Any]:
+    """Keras' ``pythonify_logs``: a copy of ``logs`` (None: empty) sorted by name, a dict value's entries merged in
+    (a custom step's nested logs), values as Python floats where they convert: what every callback of a hook
+    shares."""
+    result: dict[str, Any] = {}
+    for key, value in sorted((logs or {}).items()):
+        if isinstance(value, Mapping):
+            result.update(pythonify_logs(value))
+            continue
+        array = np.asarray(to_host(value)) if not isinstance(value, (str, bytes)) else None
+        convertible = array is not None and array.size == 1 and array.dtype.kind in "biuf"
+        result[key] = float(array.reshape(())) if convertible else value
+    return result
 
 
 class CallbackList(Callback):
@@ -106,19 +117,19 @@ class CallbackList(Callback):
 
 
 def _fan_out(hook: str) -> Callable[..., None]:
-    """``CallbackList``'s ``hook``: every callback's, in order (epoch, training, test and prediction logs as one
-    sorted copy; batch logs as they are, read only when a callback looks)."""
+    """``CallbackList``'s ``hook``: every callback's, in order, the logs as one copy in Keras' form (sorted, nested
+    logs merged, floats; a step's running metrics read only when a callback looks)."""
     if "batch" in hook:
         def each_batch(self: CallbackList, batch: int, logs: Mapping | None = None) -> None:
-            self._each(hook, batch, logs)
+            self._each(hook, batch, logs if isinstance(logs, BatchLogs) else pythonify_logs(logs))
         return each_batch
     if "epoch" in hook:
         def each_epoch(self: CallbackList, epoch: int, logs: dict | None = None) -> None:
-            self._each(hook, epoch, _sorted(logs))
+            self._each(hook, epoch, pythonify_logs(logs))
         return each_epoch
 
     def each(self: CallbackList, logs: dict | None = None) -> None:
-        self._each(hook, _sorted(logs))
+        self._each(hook, pythonify_logs(logs))
     return each
 
 
@@ -247,7 +258,7 @@ class _Monitor(Callback):
             name = self.monitor.removeprefix("val_")
             if name == "loss":
                 self.monitor_op = np.less
-            for metric in self.model.compiled_metrics:
+            for metric in self.model._compiled_metric_list:
                 if metric.name == name and metric._direction is not None:
                     self.monitor_op = np.greater if metric._direction == "up" else np.less
             if self.monitor_op is None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..distribute import context
 from .metrics import Metric, compiled
 
 __all__ = ["CompileMetrics"]
@@ -34,9 +37,13 @@ def _unique(name: str, counters: dict[str, int]) -> str:
 
 
 class CompileMetrics:
-    """The compiled metrics of one single-output model: unweighted ones first, then the weighted ones."""
+    """The compiled metrics of one single-output model: unweighted ones first, then the weighted ones. One entry of
+    ``model.metrics``, named as Keras names it; its result is a dict of each metric's result."""
+
+    name = "compile_metrics"
 
     def __init__(self, metrics: Any, weighted_metrics: Any) -> None:
+        self.requested = metrics is not None or weighted_metrics is not None  # (else not among model.metrics)
         self._identifiers = _identifiers(metrics, "metrics")
         self._weighted_identifiers = _identifiers(weighted_metrics, "weighted_metrics")
         self.built = False
@@ -46,6 +53,10 @@ class CompileMetrics:
     @property
     def metrics(self) -> list[Metric]:
         return [*self.unweighted, *self.weighted]
+
+    @property
+    def variables(self) -> list[Any]:
+        return [v for metric in self.metrics for v in metric.variables]
 
     def build(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
         """Make the metrics for these shapes ("accuracy" and the like depend on them); call in the model's scope."""
@@ -59,6 +70,14 @@ class CompileMetrics:
             metric.check_shapes(y_true_shape, y_pred_shape)
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        """Update each metric; a first update before any ``fit`` (a custom step called directly) builds them for
+        these values' shapes, once for all replicas."""
+        if not self.built:
+            shapes = (np.shape(y_true), np.shape(y_pred))
+            if context.in_cross_replica_context():
+                self.build(*shapes)
+            else:
+                context.get_replica_context().merge_call(lambda _: None if self.built else self.build(*shapes))
         for metric in self.unweighted:
             metric.update_state(y_true, y_pred, sample_weight=None)  # as Keras calls them
         for metric in self.weighted:
@@ -68,11 +87,11 @@ class CompileMetrics:
         for metric in self.metrics:
             metric.reset_state()
 
-    def result(self) -> dict[str, float]:
+    def result(self) -> dict[str, Any]:
         """Each metric's result under its log name."""
         counters: dict[str, int] = {}
-        logs = {_unique(m.name, counters): float(m.result()) for m in self.unweighted}
+        logs = {_unique(m.name, counters): m.result() for m in self.unweighted}
         for metric in self.weighted:
             name = metric.name if metric.name not in counters else f"weighted_{metric.name}"
-            logs[_unique(name, counters)] = float(metric.result())
+            logs[_unique(name, counters)] = metric.result()
         return logs

@@ -102,7 +102,7 @@ class Functional(Model):
     output unwrapped from a list). Its layers are built already; ``fit`` trains models with one output."""
 
     def __init__(self, inputs: Any, outputs: Any, name: str | None = None, trainable: bool = True) -> None:
-        super().__init__(name=name or auto_name("Functional"), trainable=trainable)
+        super().__init__(name=name or auto_name(type(self).__name__), trainable=trainable)
         if isinstance(inputs, dict):
             for key, tensor in inputs.items():
                 if isinstance(tensor, KerasTensor) and key != tensor.name:

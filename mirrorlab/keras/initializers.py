@@ -12,7 +12,7 @@ from ..data.seeding import dataset_seed
 
 from .registry import lookup
 
-__all__ = ["get", "GlorotUniform", "Zeros", "Ones", "RandomNormal", "RandomUniform"]
+__all__ = ["get", "GlorotUniform", "Zeros", "Ones", "Constant", "Identity", "RandomNormal", "RandomUniform"]
 
 
 class Initializer(ABC):
@@ -63,8 +63,32 @@ class Ones(Initializer):
         return np.ones(shape, dtype)
 
 
+class Constant(Initializer):
+    """Every value ``value`` (a scalar, or an array that broadcasts to the shape)."""
+
+    def __init__(self, value: Any = 0.0) -> None:
+        self.value = value
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        return np.broadcast_to(np.asarray(self.value, dtype), shape).copy()
+
+
+class Identity(Initializer):
+    """``gain`` times the identity matrix (2-D shapes only, as Keras)."""
+
+    def __init__(self, gain: float = 1.0) -> None:
+        self.gain = gain
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        if len(shape) != 2:
+            raise ValueError("Identity matrix initializer can only be used for 2D matrices. Received: "
+                             f"shape={shape} of rank {len(shape)}.")
+        return (self.gain * np.eye(*shape)).astype(dtype)
+
+
 _BY_NAME = {"glorot_uniform": GlorotUniform, "zeros": Zeros, "ones": Ones, "random_normal": RandomNormal,
-            "random_uniform": RandomUniform, "uniform": RandomUniform}
+            "random_uniform": RandomUniform, "uniform": RandomUniform, "constant": Constant,
+            "identity": Identity}
 
 
 def get(identifier: str | Initializer) -> Initializer:

@@ -533,9 +533,11 @@ def _sigmoid(x: Any) -> Any:
 
 
 def _function_form(loss: Loss, y_true: Any, y_pred: Any) -> Any:
-    """Keras' per-example function: a sigmoid or softmax output counts as its logits, no reduction."""
+    """Keras' per-example function: a sigmoid or softmax output counts as its logits, no reduction; on a recording
+    tape, predictions the tape follows give losses it differentiates."""
     loss, y_pred = loss._on_logits(y_pred)
-    return loss.per_example(y_true, y_pred)
+    value = loss.per_example(untracked(y_true), untracked(y_pred))
+    return track(value, lambda g: [(y_pred, loss.grad(untracked(y_true), untracked(y_pred), g))], (y_pred,))
 
 
 def mean_squared_error(y_true: Any, y_pred: Any) -> Any:

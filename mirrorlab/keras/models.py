@@ -10,6 +10,7 @@ behaviour, kept for conformance; custom loops get the exact mean from ``compute_
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
-from ..autodiff import GradientTape, track, untracked
+from ..autodiff import GradientTape, add_n, track, untracked
 from ..data.dataset import Dataset
 from ..distribute import context
 from ..distribute.input_lib import DistributedDataset
@@ -29,7 +30,7 @@ from . import losses as losses_lib
 from . import metrics as metrics_lib
 from . import optimizers as optimizers_lib
 from . import weights_file
-from .callbacks import BatchLogs, Callback, CallbackList, History
+from .callbacks import BatchLogs, Callback, CallbackList, History, pythonify_logs
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .epoch_iterator import EpochIterator
@@ -64,10 +65,16 @@ class Model(Layer):
     built (in the strategy's scope) on the model's first call, as Keras builds a subclassed model."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Model":
-        """``keras.Model(inputs, outputs)`` makes a functional model, as Keras' ``Model`` does."""
+        """``keras.Model(inputs, outputs)`` makes a functional model, as Keras' ``Model`` does; so does a subclass
+        given inputs and outputs (Keras' "customizing fit" models): it is rebased on ``Functional``, keeping its
+        own methods and name."""
+        from .functional import Functional  # (it subclasses Model)
         if cls is Model and (args or {"inputs", "outputs"} & set(kwargs)):
-            from .functional import Functional  # (it subclasses Model)
             return super().__new__(Functional)
+        functional_arguments = len(args) == 2 or (len(args) == 1 and "outputs" in kwargs) or \
+            {"inputs", "outputs"} <= set(kwargs)  # (Keras' test)
+        if cls is not Model and functional_arguments and not issubclass(cls, Functional):
+            return super().__new__(_functional_subclass(cls, Functional))
         return super().__new__(cls)
 
     def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
@@ -79,6 +86,7 @@ class Model(Layer):
         super().__init__(name=name or auto_name(type(self).__name__), **kwargs)
         # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None
+        self._loss_by_shapes = False
         self._compile_metrics: CompileMetrics | None = None
         self.stop_training = self.stop_evaluating = self.stop_predicting = False
         self._strategy = context.get_strategy()
@@ -117,9 +125,58 @@ class Model(Layer):
         return self.__dict__.get("optimizer")
 
     @property
-    def compiled_metrics(self) -> list[metrics_lib.Metric]:
+    def _compiled_metric_list(self) -> list[metrics_lib.Metric]:
         """The metrics and weighted metrics ``compile`` asked for (empty until the first data builds them)."""
         return self._compile_metrics.metrics if self._compile_metrics is not None else []
+
+    @property
+    def metrics(self) -> list[Any]:
+        """Keras 3's ``model.metrics``: once compiled, the loss tracker and the compiled metrics (one
+        ``CompileMetrics`` named "compile_metrics", when ``compile`` was given any), then the metrics the model holds
+        as attributes, in the order they were set. ``fit`` and ``evaluate`` reset these; override to choose them."""
+        own = [m for m in (self._loss_tracker, self._compile_metrics) if m is not None and getattr(m, "requested", 1)]
+        held = [m for value in vars(self).values() if value is not self._loss_tracker
+                for m in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(m, metrics_lib.Metric)]
+        return own + held
+
+    @property
+    def metrics_names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def reset_metrics(self) -> None:
+        for metric in self.metrics:
+            metric.reset_state()
+
+    def get_metrics_result(self) -> dict[str, Any]:
+        """Each of ``self.metrics``' results by name (a result that is a dict, the compiled metrics', merged in)."""
+        logs: dict[str, Any] = {}
+        for metric in self.metrics:
+            result = metric.result()
+            logs.update(result if isinstance(result, dict) else {metric.name: result})
+        return logs
+
+    @property
+    def compiled_metrics(self) -> Any:
+        """Keras 3's deprecated ``compiled_metrics``: only its ``update_state`` (which warns) remains."""
+        model = self
+
+        class DeprecatedCompiledMetric:
+            def update_state(self, y: Any, y_pred: Any, sample_weight: Any = None) -> None:
+                warnings.warn("`model.compiled_metrics()` is deprecated. Instead, use e.g.:\n```\nfor metric in "
+                              "self.metrics:\n    metric.update_state(y, y_pred)\n```\n", stacklevel=2)
+                for metric in model.metrics:  # (a Mean, the loss tracker too, takes the predictions, as there)
+                    if isinstance(metric, metrics_lib.Mean):
+                        metric.update_state(y_pred, sample_weight=sample_weight)
+                    else:
+                        metric.update_state(y, y_pred, sample_weight=sample_weight)
+
+        return DeprecatedCompiledMetric()
+
+    def compiled_loss(self, y: Any, y_pred: Any, sample_weight: Any = None, regularization_losses: Any = None) -> Any:
+        """Keras 3's deprecated ``compiled_loss``: ``compute_loss`` (which it warns to use instead)."""
+        warnings.warn("`model.compiled_loss()` is deprecated. Instead, use `model.compute_loss(x, y, y_pred, "
+                      "sample_weight, training)`.", stacklevel=2)
+        return self.compute_loss(x=None, y=y, y_pred=y_pred, sample_weight=sample_weight)
 
     @property
     def layers(self) -> list[Layer]:
@@ -274,7 +331,7 @@ class Model(Layer):
             var._relocate(x)
 
     def _metric_variables(self) -> list[Variable]:
-        metrics = [m for m in [self._loss_tracker, *self.compiled_metrics] if m is not None]
+        metrics = [m for m in [self._loss_tracker, *self._compiled_metric_list] if m is not None]
         return [v for m in metrics for v in m.variables]
 
     def loss_and_gradients(self, x: Any, y: Any, loss: Any = None, global_batch_size: int | None = None) -> tuple:
@@ -307,7 +364,8 @@ class Model(Layer):
         compile_metrics = CompileMetrics(metrics, weighted_metrics)  # built, like "crossentropy", on the first data
         with self._strategy.scope():
             self.optimizer = optimizers_lib.get(optimizer)
-            self.loss = None if losses_lib.chosen_by_shapes(loss) else losses_lib.as_loss(loss)
+            self._loss_by_shapes = losses_lib.chosen_by_shapes(loss)  # (made for the first data's shapes)
+            self.loss = None if loss is None or self._loss_by_shapes else losses_lib.as_loss(loss)
             self._loss_tracker = metrics_lib.Mean("loss")
         self._compile_metrics = compile_metrics
         self._loss_built = False
@@ -331,7 +389,7 @@ class Model(Layer):
         self._traced_weight_shape = shapes[2] if len(specs) > 2 else None
         if self._compile_metrics is None or self._compile_metrics.built:
             return
-        if self.loss is None:
+        if self.loss is None and self._loss_by_shapes:
             self.loss = losses_lib.for_shapes(y_true_shape, y_pred_shape)
         with self._strategy.scope():
             self._compile_metrics.build(y_true_shape, y_pred_shape)
@@ -342,8 +400,9 @@ class Model(Layer):
         to an unreduced loss, the metrics' shape checks."""
         if self._traced_shapes is None:
             return
-        self.loss.check_shapes(*self._traced_shapes)
-        self._check_penalties_add(tuple(self._traced_shapes[1]), self._traced_weight_shape)
+        if self.loss is not None:
+            self.loss.check_shapes(*self._traced_shapes)
+            self._check_penalties_add(tuple(self._traced_shapes[1]), self._traced_weight_shape)
         self._compile_metrics.check_shapes(*self._traced_shapes)
 
     def _check_penalties_add(self, output_shape: tuple, weight_shape: tuple | None) -> None:
@@ -394,7 +453,7 @@ class Model(Layer):
         shapes = (y_shape, self.compute_output_shape(x_shape))
         if metrics_unbuilt:
             self._compile_metrics.check_shapes(*shapes)
-        if loss_unbuilt:
+        if loss_unbuilt and self.loss is not None:
             self._loss_built = True
             self.loss.check_shapes(*shapes)
             self._check_penalties_add(shapes[1], weight_shape)
@@ -404,20 +463,15 @@ class Model(Layer):
         return data if isinstance(data, DistributedDataset) else self._strategy.experimental_distribute_dataset(data)
 
     def _step(self, batch: Any, train: bool) -> None:
-        """One replica's part of a step, as Keras 3's TF trainer: the compiled loss (this replica's mean over the
-        number of replicas) plus the regularization losses (also over the number of replicas), differentiated on
-        a tape; the optimizer clips each replica's gradients and sums them over replicas; the loss metric takes the
-        loss times the number of replicas, weighted by the batch size. Sample weights (a batch's third value) weight
-        the compiled loss, whose "sum_over_batch_size" still divides by the number of values, and the weighted
-        metrics."""
+        """One replica's part of a step, as Keras 3's TF trainer: the loss (``compute_loss``) differentiated on a
+        tape; the optimizer clips each replica's gradients and sums them over replicas; the loss metric takes the
+        loss times the number of replicas, weighted by the batch size; then the compiled metrics."""
         x, y, sample_weight = unpack_x_y_sample_weight(batch)
         replicas = context.get_strategy().num_replicas_in_sync
         with GradientTape() as tape:
             out = self._output(x, train)
             self._check_trace()
-            loss = self.loss.in_step(y, out, sample_weight)
-            for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
-                loss = loss + (penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
+            loss = self.compute_loss(x, y, out, sample_weight, training=train)
         value = untracked(loss)
         self._loss_tracker.update_state(value * replicas if replicas > 1 else value,
                                         sample_weight=np.float32(np.shape(first_leaf(x))[0]))
@@ -427,6 +481,74 @@ class Model(Layer):
         elif train:  # (a model of no trainable weights only computes the loss, as Keras' step)
             warnings.warn("The model does not have any trainable weights.", stacklevel=2)
 
+    def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None,
+                     training: bool = True) -> Any:
+        """Keras 3's loss of a step: the compiled loss (inside a strategy, a replica's mean over the number of
+        replicas) plus the regularization losses (each also over the number of replicas). Sample weights weight
+        the compiled loss, whose "sum_over_batch_size" still divides by the number of values."""
+        replicas = context.get_strategy().num_replicas_in_sync
+        losses = [] if self.loss is None else [self.loss.in_step(y, y_pred, sample_weight)]
+        for penalty in self.losses:  # each scaled like the compiled loss (Keras' _aggregate_additional_loss)
+            losses.append(penalty * penalty.dtype.type(1.0 / replicas) if replicas > 1 else penalty)
+        if not losses:
+            raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
+        return add_n(losses)
+
+    def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any = None) -> dict[str, Any]:
+        """Update the compiled metrics and return every metric's result (``get_metrics_result``), as Keras 3."""
+        if self._compile_metrics is not None:
+            self._compile_metrics.update_state(y, untracked(y_pred), sample_weight)
+        return self.get_metrics_result()
+
+    def train_step(self, data: Any) -> dict[str, Any]:
+        """One replica's training step on its part of a batch; returns the logs for the batch's callbacks. Override
+        it (and ``test_step``, ``predict_step``) to customize ``fit`` as in Keras; ``super().train_step`` works."""
+        self._step(data, True)
+        return self.get_metrics_result()
+
+    def test_step(self, data: Any) -> dict[str, Any]:
+        """One replica's evaluation step (see ``train_step``)."""
+        self._step(data, False)
+        return self.get_metrics_result()
+
+    def predict_step(self, data: Any) -> Any:
+        """One replica's outputs for its part of a batch (``data``: ``(x,)``, ``(x, y)`` or ``(x, y, weights)``)."""
+        x, _, _ = unpack_x_y_sample_weight(data)
+        return self(x, training=False)
+
+    def _custom(self, step: str) -> bool:
+        """Whether a subclass overrides the step named ``step`` (fit then runs it and logs what it returns)."""
+        return getattr(type(self), step) is not getattr(Model, step)
+
+    def _run_batch(self, step: str, batch: Any, hook: Any, index: int) -> Any:
+        """One batch of fit (``step`` "train_step") or evaluate ("test_step") and its callbacks' ``hook``: a
+        subclass's own step, whose logs (returned) the callbacks get; else the built-in step, whose running metrics
+        the callbacks may read."""
+        if self._custom(step):
+            logs = self._run_step(step, batch)
+            hook(index, logs)
+            return logs
+        self._strategy.run(self._step, args=(batch, step == "train_step"))
+        hook(index, BatchLogs(self._batch_logs))
+        return None
+
+    def _run_step(self, step: str, batch: Any) -> dict[str, Any]:
+        """A subclass's own step on every replica, and its logs as Keras reduces them (``reduce_per_replica``): each
+        per-replica value's mean over this worker's replicas (on a cluster, the strategy's cluster-wide MEAN)."""
+        strategy = self._strategy
+        outputs = strategy.run(getattr(self, step), args=(batch,))
+        if strategy.extended._num_workers > 1:
+            return nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None)
+                                      if isinstance(v, DistributedValues) else v, outputs)
+        return nest.map_structure(lambda v: _local_mean(strategy.experimental_local_results(v))
+                                  if isinstance(v, DistributedValues) else v, outputs)
+
+    def _metrics_or_logs(self, logs: Any) -> Any:
+        """Keras' ``_get_metrics_result_or_logs``: the model's metric results when the step's logs have the same
+        names, else the last step's logs as they are (a custom step's own logs)."""
+        results = self._results()
+        return results if isinstance(logs, dict) and set(logs) == set(results) else logs
+
     def _callback_list(self, callbacks: Any, verbose: Any, steps: int | None) -> CallbackList:
         """``callbacks`` as one list for evaluate or predict (fit's own list as it is)."""
         if isinstance(callbacks, CallbackList):
@@ -434,7 +556,7 @@ class Model(Layer):
         return CallbackList(list(callbacks or []), self, {"epochs": 1, "steps": steps, "verbose": verbose})
 
     def _results(self) -> dict[str, float]:
-        return {"loss": float(self._loss_tracker.result()), **self._compile_metrics.result()}
+        return {name: float(value) for name, value in self.get_metrics_result().items()}
 
     def _batch_logs(self) -> dict[str, float]:
         """A step's logs as Keras hands them to batch callbacks: it reduces its step's per-replica outputs, each
@@ -444,16 +566,12 @@ class Model(Layer):
         if self._strategy.num_replicas_in_sync == 1 or self._strategy.extended._num_workers > 1:
             return self._results()
         per_replica = self._strategy.run(self._results)
-        logs = {}
-        for name, value in per_replica.items():
-            parts = [np.float32(v) for v in self._strategy.experimental_local_results(value)]
-            logs[name] = float(sum(parts[1:], parts[0]) / np.float32(len(parts)))  # float32, in replica order
-        return logs
+        return {name: float(_local_mean([np.float32(v) for v in self._strategy.experimental_local_results(value)]))
+                for name, value in per_replica.items()}
 
     def _reset_metrics(self) -> None:
         with self._strategy.scope():
-            self._loss_tracker.reset_state()
-            self._compile_metrics.reset_state()
+            self.reset_metrics()
 
     def _print(self, verbose: Any, text: str) -> None:
         chief = getattr(self._strategy.extended, "should_checkpoint", True)
@@ -494,6 +612,7 @@ class Model(Layer):
         epoch_iterator = EpochIterator(data, steps_per_epoch)
         trained = False  # a step ran: from then on every epoch logs the metrics (reset ones after an empty epoch)
         training_logs = None
+        custom, step_logs = self._custom("train_step"), {}  # (a subclass's own step: its last logs, as Keras keeps)
         for epoch in range(start, epochs):
             self._reset_metrics()
             cbs.on_epoch_begin(epoch)
@@ -507,12 +626,12 @@ class Model(Layer):
                 batch = epoch_iterator.next_batch()
                 if batch is None:
                     break
-                self._strategy.run(self._step, args=(batch, True))
+                logs = self._run_batch("train_step", batch, cbs.on_train_batch_end, step)
+                step_logs = logs if custom else step_logs
                 trained, steps = True, steps + 1
-                cbs.on_train_batch_end(step, BatchLogs(self._batch_logs))
                 if self.stop_training:
                     break
-            logs = self._results() if trained else {}
+            logs = pythonify_logs(self._metrics_or_logs(step_logs)) if custom else self._results() if trained else {}
             if validation_data is not None and _should_validate(epoch, validation_freq):
                 logs.update({f"val_{k}": v for k, v in self.evaluate(
                     val_x, val_y, batch_size=validation_batch_size or batch_size, sample_weight=val_sample_weight,
@@ -544,22 +663,26 @@ class Model(Layer):
         cbs.on_test_begin()
         self._reset_metrics()
         batches = EpochIterator(data, steps)  # one epoch: ``steps`` batches or one pass, as Keras reads them
-        count = 0
+        count, custom, step_logs = 0, self._custom("test_step"), {}
         for step in batches.steps():
             cbs.on_test_batch_begin(step)
             batch = batches.next_batch()
             if batch is None:
                 break
-            self._strategy.run(self._step, args=(batch, False))
+            logs = self._run_batch("test_step", batch, cbs.on_test_batch_end, step)
+            step_logs = logs if custom else step_logs
             count += 1
-            cbs.on_test_batch_end(step, BatchLogs(self._batch_logs))
             if self.stop_evaluating:
                 break
-        logs = self._results() if count else {}  # no step: Keras returns empty logs
-        cbs.on_test_end(logs)
-        if return_dict:  # Keras' pythonify_logs sorts them by name
-            return dict(sorted(logs.items()))
-        names = ["loss", *(m.name for m in self.compiled_metrics)]
+        logs = pythonify_logs(self._metrics_or_logs(step_logs) if custom else self._results() if count else {})
+        cbs.on_test_end(logs)  # (no step: Keras returns empty logs)
+        return logs if return_dict else self._flatten_metrics_in_order(logs)
+
+    def _flatten_metrics_in_order(self, logs: dict[str, Any]) -> Any:
+        """evaluate's list: the logs of ``metrics_names`` in that order (the compiled metrics' own names), then the
+        others by name; one value alone."""
+        names = [name for m in self.metrics
+                 for name in ([c.name for c in m.metrics] if isinstance(m, CompileMetrics) else [m.name])]
         values = [logs[name] for name in names if name in logs] + [logs[key] for key in sorted(logs) if key not in names]
         return values[0] if len(values) == 1 else values
 
@@ -575,8 +698,8 @@ class Model(Layer):
         if local:
             x = as_arrays(x)
             samples, size = len(first_leaf(x)), batch_size or 32
-            if self._strategy.num_replicas_in_sync > 1 and samples:
-                x, local = Dataset.from_tensor_slices((x,) if isinstance(x, tuple) else x).batch(size), False  # ((a, b),)
+            if self._strategy.num_replicas_in_sync > 1 and samples:  # batches of (x,), as Keras' array adapter
+                x, local = Dataset.from_tensor_slices((x,)).batch(size), False
             else:
                 stop = samples if steps is None else min(samples, steps * size)
                 batches: Any = (nest.map_structure(lambda a, i=i: a[i:i + size], x) for i in range(0, stop, size))
@@ -590,11 +713,10 @@ class Model(Layer):
         for step, batch in enumerate(batches):
             cbs.on_predict_batch_begin(step)
             if local:
-                outputs = [self(batch)]
+                outputs = [self.predict_step((batch,))]
             else:
-                features = batch[0] if isinstance(batch, tuple) else batch
-                outputs = [to_host(p) for p in self._replica_outputs(self._strategy.run(lambda f: self(f),
-                                                                                        args=(features,)))]
+                outputs = [to_host(p) for p in self._replica_outputs(self._strategy.run(self.predict_step,
+                                                                                        args=(batch,)))]
             parts += outputs
             cbs.on_predict_batch_end(step, {"outputs": array_module(outputs[0]).concatenate(outputs, axis=0)})
             if self.stop_predicting or (steps is not None and step + 1 >= steps):
@@ -615,6 +737,23 @@ class Model(Layer):
         pieces = np.split(gathered, np.cumsum(sizes)[:-1])
         per_worker = len(strategy.extended.worker_devices)
         return [piece for first in range(per_worker) for piece in pieces[first::per_worker]]
+
+
+@functools.cache
+def _functional_subclass(cls: type, functional: type) -> type:
+    """``cls`` with ``Functional`` after it among its bases, under its own name: its ``super().__init__(inputs,
+    outputs)`` builds the graph."""
+    return type(cls.__name__, (cls, functional), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+
+def _local_mean(parts: Any) -> Any:
+    """Keras' ``reduce_mean`` of a value's local results: summed in replica order and divided, in their dtype (an
+    integer mean truncates)."""
+    parts = [np.asarray(to_host(p)) for p in parts]
+    total = sum(parts[1:], parts[0])
+    if total.dtype.kind in "iu":
+        return (total / len(parts)).astype(total.dtype)
+    return total / total.dtype.type(len(parts)) if total.dtype.kind == "f" else total
 
 
 def _replica_shape(spec: Any) -> tuple:

@@ -170,6 +170,16 @@ class Optimizer(ABC):
         ctx.merge_call(lambda strategy, g: self._apply(g, variables), args=(grads,))
         return self.iterations
 
+    def apply(self, grads: list[Any], trainable_variables: list[Variable] | None = None) -> Any:
+        """Keras 3's ``apply``: ``apply_gradients`` of the gradients paired with the variables (by default those of
+        the optimizer's build)."""
+        if trainable_variables is None:
+            if not self.built:
+                raise ValueError("When passing `grads` without `variables`, the optimizer must already be built on a "
+                                 "list of variables. Call `optimizer.build(trainable_variables)` first.")
+            trainable_variables = self._var_list
+        return self.apply_gradients(zip(grads, trainable_variables))
+
     def _apply(self, grads: list[Any], variables: list[Variable]) -> None:
         if not self.built:
             self.build(variables)

@@ -2801,3 +2801,170 @@ def batch_logs_average_replicas(env: KerasEnv) -> Result:
     out["uneven_last_batch"] = attempt(lambda: run(7, 4))
     out["uneven_first_batch"] = attempt(lambda: run(5, 3))
     return out
+
+
+def _custom_step_models(env: KerasEnv) -> dict[str, Any]:
+    """Model subclasses that override Keras' steps, as in Keras' "customizing fit" guide."""
+    k, tf = env.keras, env.tf
+
+    class GuideModel(k.Model):
+        """The guide's train_step: compute_loss, apply, and the metrics loop (the loss tracker gets the loss as
+        compute_loss scales it for the replicas)."""
+
+        def train_step(self, data: Any) -> Any:
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(y=y, y_pred=y_pred)
+            self.optimizer.apply(tape.gradient(loss, self.trainable_variables), self.trainable_variables)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    class OwnMetrics(k.Model):
+        """Its own loss and metric trackers, listed by an overridden ``metrics`` (reset at each epoch by fit)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.loss_tracker = k.metrics.Mean(name="loss")
+            self.mae_metric = k.metrics.MeanAbsoluteError(name="mae")
+
+        def train_step(self, data: Any) -> Any:
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = k.losses.mean_squared_error(y, y_pred)
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            self.loss_tracker.update_state(loss)
+            self.mae_metric.update_state(y, y_pred)
+            return {"loss": self.loss_tracker.result(), "mae": self.mae_metric.result()}
+
+        @property
+        def metrics(self) -> list[Any]:
+            return [self.loss_tracker, self.mae_metric]
+
+    class OddLogs(k.Model):
+        """A train_step whose logs are not the model's metrics: fit's epoch logs are then the last batch's."""
+
+        def train_step(self, data: Any) -> Any:
+            logs = super().train_step(data)
+            return {"twice_loss": logs["loss"] * 2.0, "batch": tf.reduce_sum(data[0]) if hasattr(tf, "reduce_sum")
+                    else np.sum(np.asarray(data[0]))}
+
+    class OwnTest(k.Model):
+        """A test_step that reports the mean absolute error of its own Mean tracker and the compiled metrics."""
+
+        def test_step(self, data: Any) -> Any:
+            x, y = data
+            y_pred = self(x, training=False)
+            self.compute_loss(y=y, y_pred=y_pred)
+            for metric in self.metrics:
+                if metric.name != "loss":
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    class OwnPredict(k.Model):
+        """A predict_step returning its outputs doubled."""
+
+        def predict_step(self, data: Any) -> Any:
+            return self(data, training=False) * 2.0
+
+    return {"guide": GuideModel, "own_metrics": OwnMetrics, "odd_logs": OddLogs, "own_test": OwnTest,
+            "own_predict": OwnPredict}
+
+
+def _custom_fit(env: KerasEnv, cls: Any, distributed: bool, compile_kwargs: dict[str, Any],
+                evaluate: bool = True) -> Result:
+    """Fit a functional ``cls`` model (Dense 2 -> 1, fixed weights) for 2 epochs of 3 batches (the last partial),
+    recording batch and epoch logs, the history, evaluate's results, metrics_names and the weights."""
+    k, data = env.keras, env.data
+    x = (np.arange(20, dtype=np.float32).reshape(10, 2) / 10.0)
+    y = (x.sum(axis=1, keepdims=True) * 0.5 + 1.0).astype(np.float32)
+    seen: list[Any] = []
+
+    class Record(k.callbacks.Callback):
+        def on_train_batch_end(self, step: int, logs: Any = None) -> None:
+            seen.append(["train", {key: float(v) for key, v in dict(logs).items()}])
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            seen.append(["epoch", {key: float(v) for key, v in dict(logs).items()}])
+
+        def on_test_batch_end(self, step: int, logs: Any = None) -> None:
+            seen.append(["test", {key: float(v) for key, v in dict(logs).items()}])
+
+    with env.strategy.scope() if distributed else contextlib.nullcontext():
+        inputs = k.Input((2,))
+        outputs = k.layers.Dense(1, kernel_initializer=k.initializers.Constant(0.3), bias_initializer="zeros")(inputs)
+        model = cls(inputs, outputs)
+        model.compile(optimizer=k.optimizers.SGD(0.1), **compile_kwargs)
+    out: Result = {"names_before": list(model.metrics_names)}
+    ds = data.Dataset.from_tensor_slices((x, y)).batch(4)
+    history = model.fit(ds, epochs=2, verbose=0, callbacks=[Record()])
+    out["history"] = {key: [float(v) for v in values] for key, values in sorted(history.history.items())}
+    out["seen"] = seen
+    out["names_after"] = list(model.metrics_names)
+    if evaluate:
+        seen_before = len(seen)
+        out["evaluate_dict"] = {key: float(v) for key, v in model.evaluate(ds, verbose=0, return_dict=True,
+                                                                            callbacks=[Record()]).items()}
+        out["evaluate_list"] = [float(v) for v in np.atleast_1d(model.evaluate(ds, verbose=0))]
+        out["evaluate_seen"] = seen[seen_before:]
+    out["weights"] = [np.asarray(w) for w in model.get_weights()]
+    return out
+
+
+@case
+def custom_train_steps(env: KerasEnv) -> Result:
+    """Overridden ``train_step``s in fit, without and with a 2-replica strategy: the guide's loop over
+    ``self.metrics`` (compute_loss scaled for the replicas), a model's own metric trackers, logs other than the
+    metrics (epoch logs are the last batch's), and ``super().train_step``; batch logs are the replicas' mean."""
+    models = _custom_step_models(env)
+    out: Result = {}
+    for distributed in (False, True):
+        tag = "strategy" if distributed else "plain"
+        out[f"guide_{tag}"] = attempt(lambda: _custom_fit(env, models["guide"], distributed,
+                                                          {"loss": "mse", "metrics": ["mae"]}))
+        out[f"guide_no_metrics_{tag}"] = attempt(lambda: _custom_fit(env, models["guide"], distributed,
+                                                                     {"loss": "mse"}))
+        out[f"own_metrics_{tag}"] = attempt(lambda: _custom_fit(env, models["own_metrics"], distributed, {},
+                                                                evaluate=False))
+        out[f"odd_logs_{tag}"] = attempt(lambda: _custom_fit(env, models["odd_logs"], distributed,
+                                                             {"loss": "mse", "metrics": ["mae"]}))
+    return out
+
+
+@case
+def custom_test_and_predict_steps(env: KerasEnv) -> Result:
+    """Overridden ``test_step`` (evaluate's logs, dict and list) and ``predict_step`` (predict's outputs), without
+    and with a 2-replica strategy; ``compute_metrics`` and ``get_metrics_result`` called directly."""
+    k = env.keras
+    models = _custom_step_models(env)
+    out: Result = {}
+    x = (np.arange(10, dtype=np.float32).reshape(5, 2) / 10.0)
+    y = (x.sum(axis=1, keepdims=True) + 1.0).astype(np.float32)
+    for distributed in (False, True):
+        tag = "strategy" if distributed else "plain"
+        with env.strategy.scope() if distributed else contextlib.nullcontext():
+            inputs = k.Input((2,))
+            outputs = k.layers.Dense(1, kernel_initializer="ones")(inputs)
+            tester = models["own_test"](inputs, outputs)
+            tester.compile(optimizer="sgd", loss="mse", metrics=["mae", "mse"])
+            inputs = k.Input((2,))
+            outputs = k.layers.Dense(1, kernel_initializer="ones")(inputs)
+            predictor = models["own_predict"](inputs, outputs)
+            predictor.compile(optimizer="sgd", loss="mse")
+        out[f"evaluate_dict_{tag}"] = attempt(lambda: {key: float(v) for key, v in tester.evaluate(
+            x, y, batch_size=2, verbose=0, return_dict=True).items()})
+        out[f"evaluate_list_{tag}"] = attempt(lambda: [float(v) for v in tester.evaluate(x, y, batch_size=2,
+                                                                                         verbose=0)])
+        out[f"metrics_names_{tag}"] = list(tester.metrics_names)
+        out[f"predict_{tag}"] = attempt(lambda: predictor.predict(x, batch_size=2, verbose=0))
+        out[f"compute_metrics_{tag}"] = attempt(lambda: {key: float(v) for key, v in tester.compute_metrics(
+            x, y, tester(x), sample_weight=None).items()})
+        out[f"get_metrics_result_{tag}"] = attempt(lambda: {key: float(v) for key, v in
+                                                            tester.get_metrics_result().items()})
+    return out
