@@ -14,6 +14,7 @@ from .autodiff import track, unbroadcast, untracked
 from .distribute import context
 from .nn_ops import (bias_add, l2_loss, leaky_relu, log_softmax, moments, relu6, sigmoid_cross_entropy_with_logits,
                      softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits)
+from .summation import tf_sum
 from .tensor import as_tensor, asarray, like, to_host
 
 __all__ = ["compute_average_loss", "scale_regularization_loss", "relu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -85,7 +86,7 @@ def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, globa
         if weights is not None:
             upstream = (upstream.astype(np.float32) * weights).astype(upstream.dtype)
         return [(per_example_loss, unbroadcast(upstream, per_example.shape))]
-    return track(asarray(scale(losses.sum(dtype=dtype)), dtype), backward, (per_example_loss,))
+    return track(asarray(scale(tf_sum(asarray(losses, dtype))), dtype), backward, (per_example_loss,))
 
 
 def scale_regularization_loss(regularization_loss: Any) -> Any:
@@ -98,7 +99,7 @@ def scale_regularization_loss(regularization_loss: Any) -> Any:
     values = [as_tensor(untracked(v)) for v in parts]
     total = as_tensor(values[0]) if not isinstance(regularization_loss, (list, tuple)) else \
         np.stack([to_host(v) for v in values])
-    total = total.sum(dtype=total.dtype)
+    total = tf_sum(total)
     replicas = context.get_strategy().num_replicas_in_sync
     dtype = total.dtype if np.dtype(total.dtype).kind in "fc" else np.dtype(np.float64)
 

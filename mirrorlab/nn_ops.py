@@ -15,6 +15,7 @@ from .array_ops import (_RELU_TYPES, FLOAT_TYPES, _tensor, _unary, add, cast, ch
                         stop_gradient, subtract)
 from .autodiff import untracked, watched, with_gradient
 from .collective.group import tf_dtype
+from .summation import tf_sum, tf_sum_along
 from .tensor import array_module, to_host
 from .tensor_conversion import convert_to_tensor
 
@@ -62,13 +63,13 @@ def _softmax_op(logits: Any, axis: Any, op: str, kernel: Callable[[Any, int], An
 def softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Any:
     """``exp(logits) / sum(exp(logits))`` along ``axis`` (the last by default), in the logits' float dtype."""
     return _softmax_op(logits, axis, "Softmax", nn_kernels.softmax,
-                       lambda g, r, axis: (g - (g * r).sum(axis=axis, keepdims=True, dtype=r.dtype)) * r)
+                       lambda g, r, axis: (g - tf_sum_along(g * r, axis)) * r)
 
 
 def log_softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Any:
     """``logits - log(sum(exp(logits)))`` along ``axis`` (the last by default), in the logits' float dtype."""
     return _softmax_op(logits, axis, "LogSoftmax", nn_kernels.log_softmax,
-                       lambda g, r, axis: g - g.sum(axis=axis, keepdims=True, dtype=r.dtype) * nn_kernels.exp(r))
+                       lambda g, r, axis: g - tf_sum_along(g, axis) * nn_kernels.exp(r))
 
 
 # -- cross-entropies --------------------------------------------------------------------------------------------
@@ -169,7 +170,7 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, 
                                           f"shape has {int(np.prod(outer))} [Op:Reshape] name: \nFix: give labels "
                                           "no more examples than the logits.")
     shifted, log_norm = nn_kernels.log_sum_exp(matrix, -1)
-    cost = (targets * (log_norm - shifted)).sum(axis=-1, dtype=matrix.dtype).reshape(outer)
+    cost = tf_sum(targets * (log_norm - shifted), axis=-1).reshape(outer)
 
     def back(part: Any, like: Any) -> Any:
         """A [examples, classes] gradient in the shape and dtype of ``like`` (its axis moved back)."""
@@ -215,7 +216,7 @@ def l2_loss(t: Any, name: str | None = None) -> Any:
     value = untracked(t)
     check_types(value, _SOFTMAX_TYPES, "nn.l2_loss")
     half = value.dtype.type(0.5)
-    result = array_module(value).asarray((value * value * half).sum(dtype=value.dtype))
+    result = array_module(value).asarray(tf_sum(value * value * half))
     return with_gradient(result, [t], lambda g: [value * g])
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["tf_sum"]
+__all__ = ["tf_sum", "tf_mean", "tf_sum_along"]
 
 _PACKET_BYTES = 32  # AVX packets, as TF's x86 builds use
 _LEAF_PACKETS = 1024  # Eigen's kLeafSize: longer rows are split in two
@@ -82,6 +82,24 @@ def _columns(slabs: np.ndarray) -> np.ndarray:
     vectorised = (starts[:, None] + np.arange(packet)).ravel()
     out.reshape(-1)[vectorised] = accum.reshape(-1)[vectorised]
     return out
+
+
+def tf_sum_along(values: Any, axis: int) -> Any:
+    """The sum along one axis, kept, as TF's softmax kernels and their gradients add: along the last axis of the
+    values with ``axis`` moved last (TF transposes it there)."""
+    if axis in (-1, values.ndim - 1):
+        return tf_sum(values, axis=-1, keepdims=True)
+    return np.moveaxis(tf_sum(np.moveaxis(values, axis, -1), axis=-1, keepdims=True), -1, axis)
+
+
+def tf_mean(values: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """The mean over ``axis`` of a float array as TF's ``reduce_mean``: ``tf_sum`` divided by the count, in the
+    values' dtype (NaN when empty); other arrays as their own ``mean``."""
+    if not isinstance(values, np.ndarray) or values.dtype not in (np.float32, np.float64):
+        return values.mean(axis=axis, keepdims=keepdims)
+    count = values.size if axis is None else int(np.prod([values.shape[a] for a in np.atleast_1d(axis)]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(tf_sum(values, axis, keepdims) / values.dtype.type(count)).astype(values.dtype)
 
 
 def _full(values: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..summation import tf_sum_along
+
 __all__ = ["get", "Activation", "softmax", "with_logits", "logits_of"]
 
 _LOGITS: dict[int, tuple[weakref.ref, Any]] = {}  # id(output) -> (a reference to the output, its logits)
@@ -49,7 +51,7 @@ def softmax(z: Any, axis: int = -1) -> Any:
     """``exp(z - max) / sum(exp(z - max))`` along ``axis``: the softmax activation, and the probabilities TF's
     softmax cross-entropy kernels differentiate with."""
     e = np.exp(z - z.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    return e / tf_sum_along(e, axis)
 
 
 def _sigmoid(z: Any) -> Any:
@@ -62,7 +64,7 @@ _ACTIVATIONS = {
     "sigmoid": Activation("sigmoid", _sigmoid, lambda z, a, da: da * a * (1 - a), keeps_logits=True),
     "tanh": Activation("tanh", np.tanh, lambda z, a, da: da * (1 - a * a)),
     "softmax": Activation("softmax", softmax,
-                          lambda z, a, da: a * (da - (da * a).sum(axis=-1, keepdims=True)), keeps_logits=True),
+                          lambda z, a, da: a * (da - tf_sum_along(da * a, -1)), keeps_logits=True),
 }
 
 

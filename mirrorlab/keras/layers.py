@@ -20,6 +20,7 @@ import numpy as np
 
 from ..distribute import context
 from ..distribute.variables import Variable
+from ..summation import tf_sum
 from ..tensor import array_module, asarray, like
 from ..autodiff import recording, track, untracked, watching
 from ..name_scope import name_scope
@@ -477,7 +478,7 @@ class Dense(_KernelBias):
         x2, dz2 = x.reshape(-1, x.shape[-1]), dz.reshape(-1, dz.shape[-1])
         grads = [(x2.T @ dz2).astype(self.dtype, copy=False)]
         if self.bias is not None:
-            grads.append(dz2.sum(axis=0).astype(self.dtype, copy=False))
+            grads.append(tf_sum(dz2, axis=0).astype(self.dtype, copy=False))
         return dz @ kernel.T, grads
 
 
@@ -707,7 +708,7 @@ class Conv2D(_KernelBias):
         kernel = self.kernel._read().reshape(kh * kw * c, self.filters)
         grads = [(cols.T @ dz).reshape(self.kernel.shape).astype(self.dtype, copy=False)]
         if self.bias is not None:
-            grads.append(dz.sum(axis=0).astype(self.dtype, copy=False))
+            grads.append(tf_sum(dz, axis=0).astype(self.dtype, copy=False))
         dcols = (dz @ kernel.T).reshape(n, oh, ow, kh, kw, c)
         dpadded = array_module(dz).zeros(padded_shape, dtype=dz.dtype)
         for i in range(kh):

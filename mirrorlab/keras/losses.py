@@ -20,6 +20,7 @@ from ..distribute import context
 from ..autodiff import track, unbroadcast, untracked
 from ..nn import broadcasting, compute_average_loss
 from ..nn_ops import check_labels
+from ..summation import tf_mean, tf_sum
 from ..tensor import array_module, asarray, like
 from . import activations
 from .registry import resolve
@@ -117,7 +118,7 @@ def _reduction_scale(values: Any, sample_weight: Any, reduction: str | None,
     if reduction == "sum":
         return one, one
     if reduction == "mean_with_sample_weight" and sample_weight is not None:
-        divisor = sample_weight.sum(dtype=values.dtype)
+        divisor = tf_sum(asarray(sample_weight, values.dtype))
     else:
         divisor = values.dtype.type(values.size)
     replicas = context.get_strategy().num_replicas_in_sync
@@ -135,7 +136,7 @@ def _reduce(values: Any, scale: tuple[Any, Any] | None) -> Any:
     """``values`` reduced as ``_reduction_scale`` says."""
     if scale is None:
         return values
-    return asarray(_scaled(values.sum(dtype=values.dtype), scale), values.dtype)
+    return asarray(_scaled(tf_sum(values), scale), values.dtype)
 
 
 class Loss(ABC):
@@ -258,7 +259,7 @@ class _ElementwiseMean(Loss):
         _check_broadcast(y_true_shape, y_pred_shape, self.default_name)
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
-        return np.mean(self._f(self._diff(y_true, asarray(y_pred))[0]), axis=-1)
+        return tf_mean(self._f(self._diff(y_true, asarray(y_pred))[0]), axis=-1)
 
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
         y_pred = asarray(y_pred)
@@ -463,7 +464,7 @@ def _through_clipped_log(grad: Any, p: Any) -> Any:
 def _log_sum_exp(x: Any, axis: int) -> tuple[Any, Any]:
     """``x - max(x)`` along ``axis`` and the log of the sum of its exponentials (TF's stable softmax terms)."""
     shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted, np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return shifted, np.log(tf_sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 class BinaryCrossentropy(_DenseCrossentropy):
@@ -481,7 +482,7 @@ class BinaryCrossentropy(_DenseCrossentropy):
         else:
             p = np.clip(y_pred, EPSILON, 1 - EPSILON)
             terms = -(y_true * np.log(p) + (1 - y_true) * np.log(1 - p))
-        return np.mean(terms, axis=self.axis)
+        return tf_mean(terms, axis=self.axis)
 
     def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
         g = upstream / y_pred.dtype.type(y_pred.shape[self.axis])  # the mean's gradient, as TF's
@@ -514,17 +515,17 @@ class CategoricalCrossentropy(_DenseCrossentropy):
     def _elementwise(self, y_true: Any, y_pred: Any) -> Any:
         if self.from_logits:  # TF's softmax_cross_entropy_with_logits
             shifted, log_norm = _log_sum_exp(y_pred, self.axis)
-            return (y_true * (log_norm - shifted)).sum(axis=self.axis)
-        probs = np.clip(y_pred / y_pred.sum(axis=self.axis, keepdims=True), EPSILON, 1 - EPSILON)
-        return -(y_true * np.log(probs)).sum(axis=self.axis)
+            return tf_sum(y_true * (log_norm - shifted), axis=self.axis)
+        probs = np.clip(y_pred / tf_sum(y_pred, axis=self.axis, keepdims=True), EPSILON, 1 - EPSILON)
+        return -tf_sum(y_true * np.log(probs), axis=self.axis)
 
     def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
         if self.from_logits:  # TF's op gradient: softmax minus the labels
             return upstream * (activations.softmax(y_pred, self.axis) - y_true)
-        total = y_pred.sum(axis=self.axis, keepdims=True)
+        total = tf_sum(y_pred, axis=self.axis, keepdims=True)
         normalised = y_pred / total
         grad = _through_clipped_log(y_true * -upstream, normalised)  # -sum(t * log(clip(p / total)))
-        return grad / total + (grad * (-y_pred / total / total)).sum(axis=self.axis, keepdims=True)
+        return grad / total + tf_sum(grad * (-y_pred / total / total), axis=self.axis, keepdims=True)
 
 
 def _sigmoid(x: Any) -> Any:

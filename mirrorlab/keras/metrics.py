@@ -14,6 +14,7 @@ import numpy as np
 from ..aggregation import VariableAggregation, VariableSynchronization
 from ..autodiff import untracked
 from ..distribute.variables import Variable
+from ..summation import tf_mean, tf_sum
 from ..tensor import asarray, like
 
 
@@ -84,7 +85,7 @@ class Metric(ABC):
 
 
 def _reduce_to_samplewise(values: Any, sample_weight: Any, dtype: np.dtype,
-                          reduce: Callable[..., Any] = np.mean) -> tuple[Any, Any]:
+                          reduce: Callable[..., Any] = tf_mean) -> tuple[Any, Any]:
     """Keras' ``reduce_to_samplewise_values``: match the weights' rank, ``reduce`` (mean, or sum for ``Sum``) the
     values down to it, weight them, and reduce both to one value (and one weight) per sample."""
     values = asarray(untracked(values), dtype)
@@ -111,8 +112,8 @@ class Sum(Metric):
         self.total = self.add_variable("total")
 
     def update_state(self, values: Any, sample_weight: Any = None) -> None:
-        values, _ = _reduce_to_samplewise(values, sample_weight, self.dtype, np.sum)
-        self._accumulate(self.total, values.sum(dtype=self.dtype))
+        values, _ = _reduce_to_samplewise(values, sample_weight, self.dtype, tf_sum)
+        self._accumulate(self.total, tf_sum(values))
 
     def result(self) -> Any:
         return asarray(self.total._read(), self.dtype)
@@ -129,10 +130,10 @@ class Mean(Metric):
     def update_state(self, values: Any, sample_weight: Any = None) -> None:
         values, sample_weight = _reduce_to_samplewise(values, sample_weight, self.dtype)
         if sample_weight is not None:
-            count = sample_weight.sum(dtype=self.dtype)
+            count = tf_sum(sample_weight)
         else:
             count = values.shape[0] if values.ndim else 1
-        self._accumulate(self.total, values.sum(dtype=self.dtype))
+        self._accumulate(self.total, tf_sum(values))
         self._accumulate(self.count, count)
 
     def result(self) -> Any:

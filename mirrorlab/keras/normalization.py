@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..autodiff import unbroadcast
+from ..summation import tf_sum
 from .layers import BuiltinLayer
 
 __all__ = ["BatchNormalization", "LayerNormalization"]
@@ -65,9 +66,9 @@ class BatchNormalization(BuiltinLayer):
         if training:
             count = t(np.prod([x.shape[a] for a in axes]))
             with np.errstate(invalid="ignore"):  # an empty replica batch: NaN statistics (TF's fit hangs there)
-                mean = x.sum(axis=axes, keepdims=True, dtype=x.dtype) / count
+                mean = tf_sum(x, axis=axes, keepdims=True) / count
                 centered = x - mean
-                variance = (centered * centered).sum(axis=axes, keepdims=True, dtype=x.dtype) / count
+                variance = tf_sum(centered * centered, axis=axes, keepdims=True) / count
             momentum = t(self.momentum)
             for var, batch in ((self.moving_mean, mean), (self.moving_variance, variance)):
                 var.assign(var._read() * momentum + batch.reshape(-1) * t(1.0 - self.momentum))
@@ -165,9 +166,9 @@ class LayerNormalization(BuiltinLayer):
         xc, t = x.astype(compute, copy=False), compute.type
         axes = tuple(a % x.ndim for a in self.axis)
         count = t(np.prod([x.shape[a] for a in axes]))
-        mean = xc.sum(axis=axes, keepdims=True, dtype=compute) / count
+        mean = tf_sum(xc, axis=axes, keepdims=True) / count
         centered = xc - mean
-        variance = (centered * centered).sum(axis=axes, keepdims=True, dtype=compute) / count
+        variance = tf_sum(centered * centered, axis=axes, keepdims=True) / count
         root = t(1) / np.sqrt(variance + t(self.epsilon))  # TF's rsqrt
         gamma = self._broadcast(self.gamma._read().astype(compute, copy=False), x.shape) if self.scale else None
         inv = root * gamma if self.scale else root

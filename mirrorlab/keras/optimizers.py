@@ -23,6 +23,7 @@ from ..distribute import context
 from ..distribute.values import ReplicaValues
 from ..distribute.variables import Variable
 from ..indexed_slices import dense, map_values
+from ..summation import tf_sum
 from ..tensor import IndexedSlices, asarray, like
 from ..train.checkpoint import restore_on_create
 
@@ -144,7 +145,7 @@ class Optimizer(ABC):
         if self.clipnorm and self.clipnorm > 0:  # Keras clips each gradient with tf.clip_by_norm
             return [clip_by_norm(g, g.dtype.type(self.clipnorm)) for g in grads]
         if self.global_clipnorm and self.global_clipnorm > 0:  # Keras' clip_by_global_norm, in float32 as there
-            norm = np.sqrt(np.stack([np.square(_values(g)).sum() for g in grads]).sum())
+            norm = np.sqrt(tf_sum(np.stack([tf_sum(np.square(_values(g))) for g in grads])))
             clip = norm.dtype.type(self.global_clipnorm)
             scale = clip * np.minimum(norm.dtype.type(1.0) / norm, norm.dtype.type(1.0 / self.global_clipnorm))
             return [dense(g) * (scale + (norm - norm)) for g in grads]  # (Keras' product densifies IndexedSlices)

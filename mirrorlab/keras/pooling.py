@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
+from ..summation import tf_mean
 from ..tensor import array_module
 from .layers import BuiltinLayer, window_geometry, window_pair
 
@@ -176,7 +177,7 @@ class GlobalAveragePooling2D(_GlobalPooling2D):
     """The mean of each channel over the image."""
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        return x.mean(axis=self._axes, keepdims=self.keepdims), x.shape
+        return tf_mean(x, axis=self._axes, keepdims=self.keepdims), x.shape
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
         h, w = (cache[a] for a in self._axes)

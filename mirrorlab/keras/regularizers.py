@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..summation import tf_sum
 from ..tensor import array_module
 
 __all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get"]
@@ -24,9 +25,9 @@ class Regularizer:
     def __call__(self, w: Any) -> Any:
         penalty = w.dtype.type(0)
         if self.l1:
-            penalty = penalty + w.dtype.type(self.l1) * abs(w).sum()
+            penalty = penalty + w.dtype.type(self.l1) * tf_sum(abs(w))
         if self.l2:
-            penalty = penalty + w.dtype.type(self.l2) * (w * w).sum()
+            penalty = penalty + w.dtype.type(self.l2) * tf_sum(w * w)
         return penalty
 
     def grad(self, w: Any) -> Any:

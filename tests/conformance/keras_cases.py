@@ -2968,3 +2968,43 @@ def custom_test_and_predict_steps(env: KerasEnv) -> Result:
         out[f"get_metrics_result_{tag}"] = attempt(lambda: {key: float(v) for key, v in
                                                             tester.get_metrics_result().items()})
     return out
+
+
+@case
+def fit_realistic_sizes(env: KerasEnv) -> Result:
+    """Training at everyday sizes, where the order of float additions shows: batches of 32 (16 per replica),
+    20 features, 16 hidden units, 10 classes; cross-entropy with Adam and accuracy, mean squared error on 12
+    outputs with SGD, batch normalization and an L2 regularizer; with and without a 2-replica strategy. The
+    losses and weights after two epochs (sums add in TF's order; matrix products may differ in the last bit)."""
+    k, data = env.keras, env.data
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal((96, 20)).astype(np.float32)
+    labels = rng.integers(0, 10, 96)
+    targets = rng.standard_normal((96, 12)).astype(np.float32)
+    out: Result = {}
+
+    def run(kind: str, distributed: bool) -> Any:
+        with env.strategy.scope() if distributed else contextlib.nullcontext():
+            if kind == "classifier":
+                model = k.Sequential([k.Input((20,)), k.layers.Dense(16, activation="relu"), k.layers.Dense(10)])
+                model.compile(optimizer=k.optimizers.Adam(0.01), metrics=["accuracy"],
+                              loss=k.losses.SparseCategoricalCrossentropy(from_logits=True))
+            else:
+                model = k.Sequential([k.Input((20,)),  # (no bias before the normalization: its gradient is noise)
+                                      k.layers.Dense(16, use_bias=False, kernel_regularizer=k.regularizers.L2(0.01)),
+                                      k.layers.BatchNormalization(), k.layers.Activation("relu"),
+                                      k.layers.Dense(12)])
+                model.compile(optimizer=k.optimizers.SGD(0.05, momentum=0.9), loss="mse", metrics=["mae"])
+        init = np.random.default_rng(21)
+        model.set_weights([(init.standard_normal(w.shape) * 0.3).astype(np.float32) if len(w.shape) == 2 else
+                           np.asarray(w) for w in model.get_weights()])
+        y = labels if kind == "classifier" else targets
+        history = model.fit(data.Dataset.from_tensor_slices((x, y)).batch(32), epochs=2, verbose=0)
+        # float32 arrays (compared within 1e-6): TF's matmul kernels add in an order of their own (CPU-dependent)
+        return {"history": {key: np.asarray(values, np.float32) for key, values in sorted(history.history.items())},
+                "weights": [np.asarray(w) for w in model.get_weights()]}
+
+    for kind in ("classifier", "regressor"):
+        for distributed in (False, True):
+            out[f"{kind}_{'strategy' if distributed else 'plain'}"] = attempt(lambda: run(kind, distributed))
+    return out
