@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import mirrorlab as ml
+from mirrorlab import data as md
 from mirrorlab import keras
 from mirrorlab.sim import SimCluster
 
@@ -135,14 +136,62 @@ def test_add_weight_defaults_and_a_layer_without_call_explain_themselves():
         layer.add_weight(shap=(1,))
 
 
-def test_a_subclass_passing_inputs_and_outputs_to_model_is_refused_with_the_fix():
+def test_a_subclass_passing_inputs_and_outputs_to_model_becomes_a_functional_model_of_its_class():
     inputs = keras.Input((6,))
 
     class Wrapped(keras.Model):
         def __init__(self) -> None:
-            super().__init__(inputs, keras.layers.Dense(2)(inputs))
-    with pytest.raises(NotImplementedError, match="(?s)Wrapped passes inputs and outputs.*Fix: build the graph"):
-        Wrapped()
+            super().__init__(inputs, keras.layers.Dense(2, kernel_initializer="ones")(inputs))
+            self.extra = 3
+
+        def doubled(self, x):
+            return self(x) * 2.0
+
+    model = Wrapped()
+    assert isinstance(model, Wrapped) and model.extra == 3 and model.name.startswith("wrapped")
+    np.testing.assert_array_equal(model.doubled(np.ones((1, 6), np.float32)), [[12.0, 12.0]])
+
+    class Bare(keras.Model):
+        pass
+    with pytest.raises(TypeError, match="(?s)takes no positional arguments.*Fix: pass keras.Model"):
+        Bare(5)  # neither inputs and outputs nor keywords
+
+
+def test_a_custom_train_step_trains_on_a_simulated_cluster_with_cluster_wide_logs():
+    """fit runs an overridden train_step on every replica of a 2 x 2 cluster; its batch logs are the cluster-wide
+    mean of what the replicas return, and both workers end with the same weights as one device."""
+    def program(x: np.ndarray, y: np.ndarray):
+        strategy = ml.MultiWorkerMirroredStrategy()
+        seen = []
+
+        class Stepped(keras.Model):
+            def train_step(self, data):
+                xb, yb = data
+                with ml.GradientTape() as tape:
+                    loss = self.compute_loss(y=yb, y_pred=self(xb, training=True))
+                self.optimizer.apply(tape.gradient(loss, self.trainable_variables), self.trainable_variables)
+                replica = ml.get_replica_context().replica_id_in_sync_group
+                return {"replica": np.float32(replica), "loss": loss}
+
+        class Record(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                seen.append(dict(logs))
+
+        with strategy.scope():
+            inputs = keras.Input((6,))
+            model = Stepped(inputs, keras.layers.Dense(3, kernel_initializer="zeros")(inputs))
+            model.compile(optimizer=keras.optimizers.SGD(0.1),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(md.Dataset.from_tensor_slices((x, y)).batch(12), epochs=1, verbose=0, callbacks=[Record()])
+        return [w.numpy() for w in model.trainable_variables], seen
+
+    cluster = SimCluster(workers=2, devices_per_worker=2, seed=3).run(program, X, Y).values()
+    single, = SimCluster(workers=1, devices_per_worker=1).run(program, X, Y).values()
+    for weights, seen in cluster:
+        assert [logs["replica"] for logs in seen] == [1.5] * len(seen)  # mean of replica ids 0..3
+        for a, b in zip(weights, single[0], strict=True):
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    assert cluster[0][1] == cluster[1][1]
 
 
 def test_a_checkpoint_read_before_the_first_call_restores_the_weights_before_they_are_used(tmp_path):

@@ -71,18 +71,20 @@ class Model(Layer):
         from .functional import Functional  # (it subclasses Model)
         if cls is Model and (args or {"inputs", "outputs"} & set(kwargs)):
             return super().__new__(Functional)
-        functional_arguments = len(args) == 2 or (len(args) == 1 and "outputs" in kwargs) or \
-            {"inputs", "outputs"} <= set(kwargs)  # (Keras' test)
-        if cls is not Model and functional_arguments and not issubclass(cls, Functional):
+        if cls is not Model and _functional_arguments(args, kwargs) and not issubclass(cls, Functional):
             return super().__new__(_functional_subclass(cls, Functional))
         return super().__new__(cls)
 
     def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
-        if args or {"inputs", "outputs"} & set(kwargs):
-            raise NotImplementedError(
-                f"{type(self).__name__} passes inputs and outputs to Model's constructor: mirrorlab builds functional "
-                "models only as keras.Model(inputs, outputs), not as subclasses.\nFix: build the graph and call "
-                "keras.Model(inputs, outputs) directly, or define the computation in the subclass's call().")
+        if _functional_arguments(args, kwargs):  # a subclass's own __init__ passing inputs and outputs on: as Keras,
+            from .functional import Functional   # it becomes a functional model of its class
+            self.__class__ = _functional_subclass(type(self), Functional)
+            Functional.__init__(self, *args, name=name, **kwargs)
+            return
+        if args:
+            raise TypeError(f"{type(self).__name__}: Model takes no positional arguments but inputs and outputs "
+                            f"(got {len(args)}).\nFix: pass keras.Model(inputs, outputs), or only keyword arguments "
+                            "such as name=.")
         super().__init__(name=name or auto_name(type(self).__name__), **kwargs)
         # ``optimizer`` exists once compile() sets it: an uncompiled Keras 3 model has no such attribute.
         self.loss: losses_lib.Loss | None = None
@@ -737,6 +739,11 @@ class Model(Layer):
         pieces = np.split(gathered, np.cumsum(sizes)[:-1])
         per_worker = len(strategy.extended.worker_devices)
         return [piece for first in range(per_worker) for piece in pieces[first::per_worker]]
+
+
+def _functional_arguments(args: tuple, kwargs: dict) -> bool:
+    """Keras' test for a functional model's constructor arguments: inputs and outputs, by position or name."""
+    return len(args) == 2 or (len(args) == 1 and "outputs" in kwargs) or {"inputs", "outputs"} <= set(kwargs)
 
 
 @functools.cache
