@@ -169,7 +169,7 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, 
         raise errors.InvalidArgumentError(f"Input to reshape is a tensor with {shape[0]} values, but the requested "
                                           f"shape has {int(np.prod(outer))} [Op:Reshape] name: \nFix: give labels "
                                           "no more examples than the logits.")
-    shifted, log_norm = nn_kernels.log_sum_exp(matrix, -1)
+    shifted, log_norm = nn_kernels.log_sum_exp(matrix, -1, log_packets=True)  # (the dense kernel packs its log)
     cost = tf_sum(targets * (log_norm - shifted), axis=-1).reshape(outer)
 
     def back(part: Any, like: Any) -> Any:
