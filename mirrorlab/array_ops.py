@@ -28,7 +28,7 @@ from .tensor_conversion import convert_to_tensor
 from .operands import ABS_TYPES as _ABS_TYPES, MAX_TYPES as _MAX_TYPES, NEGATIVE_TYPES as _NEGATIVE_TYPES
 from .operands import RELU_TYPES as _RELU_TYPES, SQUARE_TYPES as _SQUARE_TYPES, SUM_TYPES as _SUM_TYPES
 from .operands import FLOAT_TYPES, check_types, index_tensor as _index_tensor, operands as _operands
-from .summation import tf_sum
+from .summation import tf_mean, tf_sum
 from .operands import python_operand as _python_operand, strict_operands as _strict_operands, tensor_of as _tensor
 
 __all__ = ["identity", "stop_gradient", "cast", "reshape", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
@@ -154,11 +154,9 @@ def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, nam
     if isinstance(input_tensor, Tracked):
         return input_tensor.mean(axis=axes, keepdims=keepdims)
     xp = array_module(value)
-    count = value.size if axes is None else int(np.prod([value.shape[a] for a in axes]))
     if value.dtype.kind in "fc":
-        total = tf_sum(value, axis=axes, keepdims=keepdims)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return xp.asarray(total / value.dtype.type(count)).astype(value.dtype)
+        return xp.asarray(tf_mean(value, axis=axes, keepdims=keepdims))
+    count = value.size if axes is None else int(np.prod([value.shape[a] for a in axes]))
     total = value.sum(axis=axes, keepdims=keepdims, dtype=np.uint64 if value.dtype.kind == "u" else np.int64)
     if not count:
         return xp.zeros_like(xp.asarray(total)).astype(value.dtype)

@@ -43,9 +43,7 @@ def exp(x: Any) -> Any:
     packets of 8 from the first (C order), glibc's ``expf`` on the rest; otherwise correctly rounded."""
     if not _emulated(x):
         return _rounded(array_module(x).exp, x)
-    flat = np.ascontiguousarray(x).reshape(-1)
-    full = flat.size - flat.size % _LANES
-    return np.concatenate([_packet_exp(flat[:full]), _glibc_expf(flat[full:])]).reshape(np.shape(x))
+    return _in_packets(np.ascontiguousarray(x).reshape(-1), _packet_exp, _glibc_expf).reshape(np.shape(x))
 
 
 def _row_exp(x: Any, axis: int) -> Any:
@@ -53,13 +51,17 @@ def _row_exp(x: Any, axis: int) -> Any:
     packed from its start, its last ``length % 8`` values scalar (NumPy float32; otherwise as ``exp``)."""
     if not _emulated(x):
         return exp(x)
-    rows = np.moveaxis(x, axis, -1)
-    full = rows.shape[-1] - rows.shape[-1] % _LANES
-    out = np.concatenate([_packet_exp(rows[..., :full]), _glibc_expf(rows[..., full:])], axis=-1)
-    return np.moveaxis(out, -1, axis)
+    return np.moveaxis(_in_packets(np.moveaxis(x, axis, -1), _packet_exp, _glibc_expf), -1, axis)
 
 
 _LANES = 8  # float32 values in one of Eigen's AVX packets (TF's x86 builds use AVX)
+
+
+def _in_packets(values: np.ndarray, packet: Callable[[Any], Any], scalar: Callable[[Any], Any]) -> np.ndarray:
+    """``packet`` on the values that fill whole packets of 8 along the last axis (counted from its start), ``scalar``
+    on the rest: how Eigen evaluates an expression along a run of values."""
+    full = values.shape[-1] - values.shape[-1] % _LANES
+    return np.concatenate([packet(values[..., :full]), scalar(values[..., full:])], axis=-1)
 
 
 def _emulated(x: Any) -> bool:
@@ -170,9 +172,7 @@ def _flat_log(x: Any) -> Any:
     log on full packets of 8 from the first (C order), the rest as ``log``."""
     if not _emulated(x):
         return log(x)
-    flat = np.ascontiguousarray(x).reshape(-1)
-    full = flat.size - flat.size % _LANES
-    return np.concatenate([_packet_log(flat[:full]), log(flat[full:])]).reshape(np.shape(x))
+    return _in_packets(np.ascontiguousarray(x).reshape(-1), _packet_log, log).reshape(np.shape(x))
 
 
 def _packet_log(x: np.ndarray) -> np.ndarray:

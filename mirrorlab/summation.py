@@ -27,8 +27,8 @@ def tf_sum(values: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """``values.sum(axis, keepdims)`` for a NumPy float32/float64 array, added in TF's order. As TF, axes of size 1
     are dropped and neighbouring reduced (or kept) axes merged first; then a full reduction or one over trailing
     axes sums contiguous rows (``_rows``), one over leading axes (optionally inside outer kept ones) adds whole
-    rows (``_columns``); with more than three axes left, the kept ones are moved first. Other dtypes and CuPy arrays sum as NumPy (integers exactly; GPU kernels
-    have their own order)."""
+    rows (``_columns``); with more than three axes left, the kept ones are moved first. Other dtypes and CuPy
+    arrays sum as NumPy (integers exactly; GPU kernels have their own order)."""
     if not isinstance(values, np.ndarray) or values.dtype not in (np.float32, np.float64) or not values.size:
         return values.sum(axis=axis, keepdims=keepdims, dtype=values.dtype)
     axes = set(range(values.ndim)) if axis is None else {int(a) % values.ndim for a in np.atleast_1d(axis)}
@@ -93,13 +93,11 @@ def tf_sum_along(values: Any, axis: int) -> Any:
 
 
 def tf_mean(values: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """The mean over ``axis`` of a float array as TF's ``reduce_mean``: ``tf_sum`` divided by the count, in the
-    values' dtype (NaN when empty); other arrays as their own ``mean``."""
-    if not isinstance(values, np.ndarray) or values.dtype not in (np.float32, np.float64):
-        return values.mean(axis=axis, keepdims=keepdims)
+    """The mean over ``axis`` of a float (or complex) array as TF's ``reduce_mean``: ``tf_sum`` divided by the
+    count, in the values' dtype (NaN when empty)."""
     count = values.size if axis is None else int(np.prod([values.shape[a] for a in np.atleast_1d(axis)]))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(tf_sum(values, axis, keepdims) / values.dtype.type(count)).astype(values.dtype)
+        return (tf_sum(values, axis, keepdims) / values.dtype.type(count)).astype(values.dtype)
 
 
 def _full(values: np.ndarray) -> np.ndarray:

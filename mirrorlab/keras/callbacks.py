@@ -19,8 +19,8 @@ from ..train.files import is_chief
 if TYPE_CHECKING:
     from .models import Model
 
-__all__ = ["pythonify_logs", "Callback", "CallbackList", "History", "BackupAndRestore", "LambdaCallback", "EarlyStopping",
-           "TerminateOnNaN", "LearningRateScheduler", "ModelCheckpoint", "TensorBoard"]
+__all__ = ["pythonify_logs", "Callback", "CallbackList", "History", "BackupAndRestore", "LambdaCallback",
+           "EarlyStopping", "TerminateOnNaN", "LearningRateScheduler", "ModelCheckpoint", "TensorBoard"]
 
 
 class Callback:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
+from ..array_ops import reduce_mean
 from ..autodiff import GradientTape, add_n, track, untracked
 from ..data.dataset import Dataset
 from ..distribute import context
@@ -136,7 +137,9 @@ class Model(Layer):
         """Keras 3's ``model.metrics``: once compiled, the loss tracker and the compiled metrics (one
         ``CompileMetrics`` named "compile_metrics", when ``compile`` was given any), then the metrics the model holds
         as attributes, in the order they were set. ``fit`` and ``evaluate`` reset these; override to choose them."""
-        own = [m for m in (self._loss_tracker, self._compile_metrics) if m is not None and getattr(m, "requested", 1)]
+        own = [] if self._loss_tracker is None else [self._loss_tracker]
+        if self._compile_metrics is not None and self._compile_metrics.requested:
+            own.append(self._compile_metrics)
         held = [m for value in vars(self).values() if value is not self._loss_tracker
                 for m in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(m, metrics_lib.Metric)]
         return own + held
@@ -158,21 +161,9 @@ class Model(Layer):
         return logs
 
     @property
-    def compiled_metrics(self) -> Any:
+    def compiled_metrics(self) -> "_DeprecatedCompiledMetrics":
         """Keras 3's deprecated ``compiled_metrics``: only its ``update_state`` (which warns) remains."""
-        model = self
-
-        class DeprecatedCompiledMetric:
-            def update_state(self, y: Any, y_pred: Any, sample_weight: Any = None) -> None:
-                warnings.warn("`model.compiled_metrics()` is deprecated. Instead, use e.g.:\n```\nfor metric in "
-                              "self.metrics:\n    metric.update_state(y, y_pred)\n```\n", stacklevel=2)
-                for metric in model.metrics:  # (a Mean, the loss tracker too, takes the predictions, as there)
-                    if isinstance(metric, metrics_lib.Mean):
-                        metric.update_state(y_pred, sample_weight=sample_weight)
-                    else:
-                        metric.update_state(y, y_pred, sample_weight=sample_weight)
-
-        return DeprecatedCompiledMetric()
+        return _DeprecatedCompiledMetrics(self)
 
     def compiled_loss(self, y: Any, y_pred: Any, sample_weight: Any = None, regularization_losses: Any = None) -> Any:
         """Keras 3's deprecated ``compiled_loss``: ``compute_loss`` (which it warns to use instead)."""
@@ -535,15 +526,20 @@ class Model(Layer):
         return None
 
     def _run_step(self, step: str, batch: Any) -> dict[str, Any]:
-        """A subclass's own step on every replica, and its logs as Keras reduces them (``reduce_per_replica``): each
-        per-replica value's mean over this worker's replicas (on a cluster, the strategy's cluster-wide MEAN)."""
+        """A subclass's own step on every replica, and its logs as Keras reduces them (``_replica_mean``)."""
+        return self._replica_mean(self._strategy.run(getattr(self, step), args=(batch,)))
+
+    def _replica_mean(self, outputs: Any) -> Any:
+        """Keras' ``reduce_per_replica`` "mean" of per-replica values in a nest: TF's ``reduce_mean`` of each value's
+        local results, in replica order (on a cluster, the strategy's cluster-wide MEAN)."""
         strategy = self._strategy
-        outputs = strategy.run(getattr(self, step), args=(batch,))
         if strategy.extended._num_workers > 1:
-            return nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None)
-                                      if isinstance(v, DistributedValues) else v, outputs)
-        return nest.map_structure(lambda v: _local_mean(strategy.experimental_local_results(v))
-                                  if isinstance(v, DistributedValues) else v, outputs)
+            def reduce(value: Any) -> Any:
+                return strategy.reduce("MEAN", value, axis=None)
+        else:
+            def reduce(value: Any) -> Any:
+                return reduce_mean(np.stack([to_host(v) for v in strategy.experimental_local_results(value)]), axis=0)
+        return nest.map_structure(lambda v: reduce(v) if isinstance(v, DistributedValues) else v, outputs)
 
     def _metrics_or_logs(self, logs: Any) -> Any:
         """Keras' ``_get_metrics_result_or_logs``: the model's metric results when the step's logs have the same
@@ -567,9 +563,8 @@ class Model(Layer):
         axis 0, tensorflow#72388)."""
         if self._strategy.num_replicas_in_sync == 1 or self._strategy.extended._num_workers > 1:
             return self._results()
-        per_replica = self._strategy.run(self._results)
-        return {name: float(_local_mean([np.float32(v) for v in self._strategy.experimental_local_results(value)]))
-                for name, value in per_replica.items()}
+        return {name: float(value)
+                for name, value in self._replica_mean(self._strategy.run(self.get_metrics_result)).items()}
 
     def _reset_metrics(self) -> None:
         with self._strategy.scope():
@@ -753,14 +748,21 @@ def _functional_subclass(cls: type, functional: type) -> type:
     return type(cls.__name__, (cls, functional), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
 
 
-def _local_mean(parts: Any) -> Any:
-    """Keras' ``reduce_mean`` of a value's local results: summed in replica order and divided, in their dtype (an
-    integer mean truncates)."""
-    parts = [np.asarray(to_host(p)) for p in parts]
-    total = sum(parts[1:], parts[0])
-    if total.dtype.kind in "iu":
-        return (total / len(parts)).astype(total.dtype)
-    return total / total.dtype.type(len(parts)) if total.dtype.kind == "f" else total
+class _DeprecatedCompiledMetrics:
+    """What Keras 3's deprecated ``model.compiled_metrics`` gives: an ``update_state`` that warns and updates every
+    metric of ``model.metrics`` (a Mean, the loss tracker too, takes the predictions, as there)."""
+
+    def __init__(self, model: Model) -> None:
+        self._model = model
+
+    def update_state(self, y: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        warnings.warn("`model.compiled_metrics()` is deprecated. Instead, use e.g.:\n```\nfor metric in "
+                      "self.metrics:\n    metric.update_state(y, y_pred)\n```\n", stacklevel=2)
+        for metric in self._model.metrics:
+            if isinstance(metric, metrics_lib.Mean):
+                metric.update_state(y_pred, sample_weight=sample_weight)
+            else:
+                metric.update_state(y, y_pred, sample_weight=sample_weight)
 
 
 def _replica_shape(spec: Any) -> tuple:
