@@ -2,7 +2,7 @@
 BackupAndRestore) for real multi-worker training with explicit backward passes, on NumPy (CuPy on GPUs)."""
 
 
-from . import activations, backend, callbacks, datasets, initializers, layers, losses, metrics, ops, optimizers, random, regularizers, utils
+from . import activations, backend, callbacks, datasets, initializers, layers, losses, metrics, ops, optimizers, random, regularizers, saving, utils
 from ..distribute.variables import Variable
 from .layers import Input
 from .models import Model
@@ -10,4 +10,4 @@ from .sequential import Sequential
 
 
 __all__ = ["Input", "Model", "Variable", "Sequential", "activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses", "metrics", "ops",
-           "optimizers", "random", "regularizers", "utils"]
+           "optimizers", "random", "regularizers", "saving", "utils"]

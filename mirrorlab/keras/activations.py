@@ -15,7 +15,7 @@ import numpy as np
 
 from ..summation import tf_sum_along
 
-__all__ = ["get", "Activation", "softmax", "with_logits", "logits_of"]
+__all__ = ["get", "serialize", "deserialize", "Activation", "softmax", "with_logits", "logits_of"]
 
 _LOGITS: dict[int, tuple[weakref.ref, Any]] = {}  # id(output) -> (a reference to the output, its logits)
 
@@ -66,6 +66,15 @@ _ACTIVATIONS = {
     "softmax": Activation("softmax", softmax,
                           lambda z, a, da: a * (da - tf_sum_along(da * a, -1)), keeps_logits=True),
 }
+
+
+def serialize(activation: Activation) -> str:
+    """Keras' config of an activation: its name."""
+    return get(activation).name
+
+
+def deserialize(name: str, custom_objects: dict[str, Any] | None = None) -> Activation:
+    return get(name)
 
 
 def get(identifier: str | Activation | None) -> Activation:

@@ -16,8 +16,9 @@ import numpy as np
 from .. import errors
 from ..tensor import IndexedSlices, array_module, to_host
 from ..distribute.variables import Variable
-from . import initializers
+from . import initializers, regularizers
 from .layers import BuiltinLayer
+from .saving.serialization import serialize_keras_object
 
 __all__ = ["Embedding"]
 
@@ -33,6 +34,8 @@ def _positive_int(value: Any, name: str) -> int:
 class Embedding(BuiltinLayer):
     """``embeddings[indices]``: an output of shape ``indices.shape + (output_dim,)`` in the layer's dtype."""
 
+    _fixed_arguments = {"embeddings_constraint": (None,), "quantization_config": (None,), "lora_rank": (None,)}
+
     def __init__(self, input_dim: int, output_dim: int, embeddings_initializer: Any = "uniform",
                  embeddings_regularizer: Any = None, mask_zero: bool = False, weights: Any = None,
                  input_length: int | None = None, **kwargs: Any) -> None:
@@ -47,11 +50,18 @@ class Embedding(BuiltinLayer):
                                       "yourself (e.g. sample_weight).")
         super().__init__(**kwargs)
         self.embeddings_initializer = initializers.get(embeddings_initializer)  # draws its default seed now
-        self.embeddings_regularizer = embeddings_regularizer
+        self.embeddings_regularizer = regularizers.get(embeddings_regularizer)
         self.mask_zero = False
         if weights is not None:  # Keras builds the layer and sets the given matrix
             self.build(None)
             self._set_matrix(weights[0] if isinstance(weights, list) and len(weights) == 1 else weights)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
+                "embeddings_initializer": serialize_keras_object(self.embeddings_initializer),
+                "embeddings_regularizer": serialize_keras_object(self.embeddings_regularizer),
+                "activity_regularizer": None, "embeddings_constraint": None, "mask_zero": False,
+                "quantization_config": None}
 
     def build(self, input_shape: Any = None) -> None:
         """Create ``embeddings`` (its shape does not depend on the input's)."""

@@ -16,6 +16,7 @@ from ..tensor import asarray
 from .layers import InputLayer, Layer, takes_training
 from .models import Model, first_shape
 from .naming import auto_name
+from .saving.functional_config import functional_config
 from .symbolic import KerasTensor, Node
 
 __all__ = ["Functional"]
@@ -169,6 +170,17 @@ class Functional(Model):
         if self._optimizer is not None:
             children["optimizer"] = self._optimizer
         return children
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config of the graph (see ``saving.functional_config``)."""
+        return functional_config(self)
+
+    def get_build_config(self) -> dict[str, Any]:
+        """Keras writes no input shape for a functional model (its graph fixes the shapes)."""
+        return {"input_shape": None}
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        """Nothing: the graph built the layers."""
 
     def compute_output_shape(self, input_shape: Any) -> Any:
         """The outputs' shapes, their batch dimension that of the (first) input."""

@@ -13,8 +13,9 @@ import numpy as np
 
 from . import random
 from .registry import lookup
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
-__all__ = ["get", "Initializer", "Zeros", "Ones", "Constant", "Identity", "RandomNormal", "RandomUniform",
+__all__ = ["get", "serialize", "deserialize", "Initializer", "Zeros", "Ones", "Constant", "Identity", "RandomNormal", "RandomUniform",
            "TruncatedNormal", "VarianceScaling", "GlorotUniform", "GlorotNormal", "HeNormal", "HeUniform",
            "LecunNormal", "LecunUniform"]
 
@@ -23,6 +24,14 @@ class Initializer(ABC):
     @abstractmethod
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         """Implemented by subclasses."""
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config (none for an initializer without arguments)."""
+        return {}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Initializer":
+        return cls(**config)
 
 
 class RandomInitializer(Initializer):
@@ -37,6 +46,9 @@ class RandomInitializer(Initializer):
                              f"Received: seed={seed}")
         self.seed = seed
 
+    def get_config(self) -> dict[str, Any]:
+        return {"seed": self._init_seed if isinstance(self._init_seed, int) else None}
+
 
 class RandomNormal(RandomInitializer):
     def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: Any = None) -> None:
@@ -45,6 +57,9 @@ class RandomNormal(RandomInitializer):
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         return random.normal(shape, self.mean, self.stddev, dtype, self.seed)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "mean": self.mean, "stddev": self.stddev}
 
 
 class TruncatedNormal(RandomInitializer):
@@ -57,6 +72,9 @@ class TruncatedNormal(RandomInitializer):
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         return random.truncated_normal(shape, self.mean, self.stddev, dtype, self.seed)
 
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "mean": self.mean, "stddev": self.stddev}
+
 
 class RandomUniform(RandomInitializer):
     """Values drawn uniformly from ``[minval, maxval)`` (Keras' "uniform", Embedding's default)."""
@@ -67,6 +85,9 @@ class RandomUniform(RandomInitializer):
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         return random.uniform(shape, self.minval, self.maxval, dtype, self.seed)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "minval": self.minval, "maxval": self.maxval}
 
 
 def compute_fans(shape: tuple[int, ...], input_axes: Any = None, output_axes: Any = None) -> tuple[int, int]:
@@ -102,6 +123,12 @@ class VarianceScaling(RandomInitializer):
         self.scale, self.mode, self.distribution = scale, mode, distribution
         self.input_axes, self.output_axes = input_axes, output_axes
         super().__init__(seed)
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config (a named subclass, Glorot or He say, leaves out the scale, mode and distribution it fixes)."""
+        fixed = {} if type(self).__init__ is not VarianceScaling.__init__ else \
+            {"scale": self.scale, "mode": self.mode, "distribution": self.distribution}
+        return {**super().get_config(), **fixed, "input_axes": self.input_axes, "output_axes": self.output_axes}
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         fan_in, fan_out = compute_fans(tuple(shape), self.input_axes, self.output_axes)
@@ -151,6 +178,9 @@ class Constant(Initializer):
     def __init__(self, value: Any = 0.0) -> None:
         self.value = value
 
+    def get_config(self) -> dict[str, Any]:
+        return {"value": np.asarray(self.value).tolist()}
+
     def __call__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         return np.broadcast_to(np.asarray(self.value, dtype), shape).copy()
 
@@ -175,5 +205,14 @@ _BY_NAME = {"zeros": Zeros, "zero": Zeros, "ones": Ones, "one": Ones, "constant"
             "he_uniform": HeUniform, "lecun_normal": LecunNormal, "lecun_uniform": LecunUniform}
 
 
-def get(identifier: str | Initializer) -> Initializer:
+def get(identifier: str | dict | Initializer) -> Initializer:
+    """An initializer from its name, class, config or itself."""
     return lookup(identifier, Initializer, _BY_NAME, "initializer")
+
+
+def serialize(initializer: Initializer) -> dict[str, Any]:
+    return serialize_keras_object(initializer)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Initializer:
+    return deserialize_keras_object({"module": "keras.initializers", **config}, custom_objects)

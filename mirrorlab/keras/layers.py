@@ -27,6 +27,8 @@ from ..train.checkpoint import restore_on_create
 from . import activations, initializers, regularizers
 from .random import SeedGenerator, dropout_mask, dropout_scale
 from .naming import auto_name
+from .registry import take_fixed_arguments
+from .saving.serialization import dtype_policy, serialize_keras_object
 from .symbolic import KerasHistory, KerasTensor, Node, is_symbolic, shapes_of, symbolic_call
 
 __all__ = ["Layer", "Lambda", "Add", "Average", "Concatenate", "Maximum", "Minimum", "Multiply", "Subtract", "add", "average",
@@ -46,11 +48,27 @@ class Layer:
     dicts are listed and trained but, as in TF 2.21, not saved by ``tf.train.Checkpoint``)."""
 
     _names_sublayers = True  # calls open the layer's name scope (built-in layers, which make none, skip it)
+    _built_at_init = False  # Keras builds the layer when it is made: its config has no build config
+    # Keras arguments mirrorlab takes only at their default (features it does not build): name -> accepted values
+    _fixed_arguments: dict[str, tuple] = {"activity_regularizer": (None,), "autocast": (True,)}
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Layer":
+        """Remember the constructor's arguments when they are plain values: Keras' automatic config of a subclass
+        that defines no ``get_config``."""
+        layer = super().__new__(cls)
+        names = list(inspect.signature(cls.__init__).parameters)[1:]
+        given = {**dict(zip(names, args)), **kwargs}
+        plain = all(isinstance(v, (str, int, float, bool, type(None))) for v in _leaves(given))
+        layer.__dict__["_auto_config"] = given if plain else None
+        return layer
 
     def __init__(self, name: str | None = None, input_shape: tuple | None = None, input_dim: int | None = None,
                  dtype: Any = "float32", trainable: bool = True, **kwargs: Any) -> None:
+        self._check_fixed_arguments(kwargs)
         if kwargs:
             raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: {kwargs}")
+        if isinstance(dtype, dict):  # a serialized DTypePolicy (from a config)
+            dtype = dtype.get("config", {}).get("name", "float32")
         self._layers: list[Layer] = []  # tracked sublayers, in the order they were set
         self._attributes: dict[str, Any] = {}  # attribute name -> layer or variable: the checkpoint's children
         self.name = name or auto_name(type(self).__name__)
@@ -62,7 +80,45 @@ class Layer:
         self._weights: list[tuple[str, Variable]] = []  # (name given to add_weight, variable), in creation order
         self._seed_generators: list[SeedGenerator] = []  # set as attributes: their states are variables, not weights
         self._regularizers: list[tuple[Variable, Any]] = []
+        self._build_shapes: Any = None  # the input shape ``build`` was called with (Keras' build config)
         self.trainable = bool(trainable)
+
+    def _check_fixed_arguments(self, kwargs: dict[str, Any]) -> None:
+        """Take the Keras arguments mirrorlab supports only at their defaults out of ``kwargs``; refuse others."""
+        fixed: dict[str, tuple] = {}
+        for cls in reversed(type(self).__mro__):
+            fixed.update(cls.__dict__.get("_fixed_arguments", {}))
+        take_fixed_arguments(type(self).__name__, kwargs, fixed)
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' layer config: ``name``, ``trainable``, the dtype policy, then a subclass's arguments (Keras'
+        automatic config of plain constructor values when the subclass defines no ``get_config``)."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": dtype_policy(self.dtype)}
+        if type(self).get_config is Layer.get_config and not type(self).__module__.startswith("mirrorlab."):
+            auto = self.__dict__.get("_auto_config")
+            if auto is None:
+                raise NotImplementedError(
+                    f"Layer {type(self).__name__} was created by passing non-serializable argument values in "
+                    "`__init__()`, and therefore the layer must override `get_config()` in order to be serializable."
+                    "\nFix: define get_config(self) returning {**super().get_config(), <your arguments>}.")
+            config.update(auto)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Layer":
+        """The layer ``get_config`` describes (nested objects from their configs)."""
+        return cls(**config)
+
+    def get_build_config(self) -> dict[str, Any] | None:
+        """``{"input_shape": ...}`` of the built layer (None if unbuilt or built when made, as in Keras)."""
+        if self._built_at_init or self._build_shapes is None:
+            return None
+        return {"input_shape": serialize_keras_object(self._build_shapes)}
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        """Build the layer for the input shape its build config recorded."""
+        if config and config.get("input_shape") is not None and not self.built:
+            self.build(_shape_from_json(config["input_shape"]))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
@@ -104,6 +160,7 @@ class Layer:
 
     def build(self, input_shape: tuple) -> None:
         """Create the weights for inputs of ``input_shape`` (nothing here: sublayers build on their first call)."""
+        self._build_shapes = input_shape
         self.built = True
 
     @contextlib.contextmanager
@@ -270,6 +327,7 @@ def _scoped_build(build: Callable[..., None]) -> Callable[..., None]:
     def scoped(self: Layer, input_shape: Any, *args: Any, **kwargs: Any) -> None:
         with self._scope():
             build(self, input_shape, *args, **kwargs)
+        self._build_shapes = input_shape
         self.built = True
         restore_on_create(self)
     return scoped
@@ -290,6 +348,22 @@ _TAKES_TRAINING: dict[type, bool] = {}
 def _once(weights: list[Variable]) -> list[Variable]:
     """``weights`` in order, each once (a layer shared by two parents lists its weights once, as Keras)."""
     return list({id(w): w for w in weights}.values())
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The plain values of a nest of lists, tuples and dicts."""
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def _shape_from_json(shape: Any) -> Any:
+    """A shape read from JSON as ``build`` takes it: a tuple, or a list of tuples for several inputs."""
+    if isinstance(shape, list) and shape and all(isinstance(d, list) for d in shape):
+        return [tuple(d) for d in shape]
+    return tuple(shape) if isinstance(shape, list) else shape
 
 
 def _layers_in(value: Any) -> list["Layer"]:
@@ -376,6 +450,9 @@ class InputLayer(BuiltinLayer):
     """Declares the input's shape (``shape`` per example, with ``batch_size``; or ``batch_shape``; the legacy
     ``input_shape``) and dtype; passes data through. Its ``output`` is the symbolic tensor ``keras.Input`` returns."""
 
+    _built_at_init = True
+    _fixed_arguments = {"sparse": (False,), "ragged": (False,), "optional": (False,)}
+
     def __init__(self, shape: tuple | None = None, batch_size: int | None = None, dtype: Any = None,
                  batch_shape: tuple | None = None, name: str | None = None, input_shape: tuple | None = None,
                  **kwargs: Any) -> None:
@@ -393,6 +470,10 @@ class InputLayer(BuiltinLayer):
         self.output = KerasTensor(batch_shape, self.dtype, name=name)
         self.output._keras_history = KerasHistory(self, 0, 0)
         self.__dict__["_inbound_nodes"] = [Node(self, outputs=[self.output])]
+
+    def get_config(self) -> dict[str, Any]:
+        return {"batch_shape": list(self.batch_shape), "dtype": self.dtype.name, "sparse": False, "ragged": False,
+                "name": self.name, "optional": False}
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         return x, None
@@ -432,6 +513,8 @@ class _Activated(BuiltinLayer):
 class _KernelBias(_Activated):
     """A layer with a kernel and an optional bias: their initializers and regularizers, and an activation."""
 
+    _fixed_arguments = {"kernel_constraint": (None,), "bias_constraint": (None,)}
+
     def __init__(self, activation: Any = None, use_bias: bool = True, kernel_initializer: Any = "glorot_uniform",
                  bias_initializer: Any = "zeros", kernel_regularizer: Any = None, bias_regularizer: Any = None,
                  **kwargs: Any) -> None:
@@ -443,6 +526,14 @@ class _KernelBias(_Activated):
         self.kernel_regularizer = regularizers.get(kernel_regularizer)
         self.bias_regularizer = regularizers.get(bias_regularizer)
 
+    def _kernel_bias_config(self) -> dict[str, Any]:
+        """The activation, bias, initializer, regularizer and constraint entries of Keras' config."""
+        return {"activation": self.activation.name, "use_bias": self.use_bias,
+                "kernel_initializer": serialize_keras_object(self.kernel_initializer),
+                "bias_initializer": serialize_keras_object(self.bias_initializer),
+                "kernel_regularizer": serialize_keras_object(self.kernel_regularizer),
+                "bias_regularizer": serialize_keras_object(self.bias_regularizer)}
+
     def _build_kernel_bias(self, kernel_shape: tuple, bias_shape: tuple) -> None:
         self.kernel = self.add_weight(kernel_shape, self.kernel_initializer, regularizer=self.kernel_regularizer,
                                       name="kernel")
@@ -453,12 +544,18 @@ class _KernelBias(_Activated):
 class Dense(_KernelBias):
     """``activation(x @ kernel + bias)``."""
 
+    _fixed_arguments = {"quantization_config": (None,), "lora_rank": (None,)}
+
     def __init__(self, units: int, activation: Any = None, use_bias: bool = True, **kwargs: Any) -> None:
         super().__init__(activation, use_bias, **kwargs)
         if not isinstance(units, int) or units <= 0:
             raise ValueError(f"Received an invalid value for `units`, expected a positive integer. Received: "
                              f"units={units}")
         self.units = int(units)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "units": self.units, **self._kernel_bias_config(), "kernel_constraint": None,
+                "bias_constraint": None, "quantization_config": None}
 
     def build(self, input_shape: tuple) -> None:
         self._build_kernel_bias((int(input_shape[-1]), self.units), (self.units,))
@@ -503,6 +600,11 @@ class Dense(_KernelBias):
 class Flatten(BuiltinLayer):
     """Collapse all but the batch dimension."""
 
+    _fixed_arguments = {"data_format": ("channels_last", None)}
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "data_format": "channels_last"}
+
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (input_shape[0], int(np.prod(input_shape[1:])))
 
@@ -516,12 +618,17 @@ class Flatten(BuiltinLayer):
 class Reshape(BuiltinLayer):
     """Reshape everything but the batch dimension to ``target_shape`` (one entry may be -1)."""
 
+    _built_at_init = True
+
     def __init__(self, target_shape: tuple, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target_shape = tuple(int(d) for d in target_shape)
         if self.target_shape.count(-1) > 1:
             raise ValueError(f"There must be at most one unknown dimension (-1) in `target_shape`. Received: "
                              f"target_shape={tuple(target_shape)}.")
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "target_shape": list(self.target_shape)}
 
     def check_input_shape(self, shape: tuple) -> None:
         """Keras' error for a target shape that does not hold the input's values (batch dimension aside)."""
@@ -548,9 +655,14 @@ class Reshape(BuiltinLayer):
 class Activation(_Activated):
     """``activation(x)`` as a layer (a sigmoid or softmax output keeps its logits, as Keras')."""
 
+    _built_at_init = True
+
     def __init__(self, activation: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.activation = activations.get(activation)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "activation": self.activation.name}
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         a = self.activation.forward(x)
@@ -568,6 +680,8 @@ class Dropout(BuiltinLayer):
     or a default seed taken from Python's ``random`` when the layer is made). Under a strategy every replica advances
     its own copy of the generator, so replicas drop the same positions of same-shaped inputs, as in TF."""
 
+    _built_at_init = True
+
     def __init__(self, rate: float, noise_shape: Any = None, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not 0 <= rate <= 1:
@@ -577,6 +691,10 @@ class Dropout(BuiltinLayer):
         self.noise_shape = _noise_shape(noise_shape)
         if rate > 0:
             self.seed_generator = SeedGenerator(seed)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed,
+                "noise_shape": None if self.noise_shape is None else list(self.noise_shape)}
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         if not training or self.rate == 0:
@@ -649,6 +767,9 @@ def window_pair(value: Any, what: str, positive: bool = True) -> tuple[int, int]
 class Conv2D(_KernelBias):
     """2-D convolution over NHWC inputs ("valid" or "same" padding, any strides), via im2col."""
 
+    _fixed_arguments = {"data_format": ("channels_last", None), "dilation_rate": (1, (1, 1)), "groups": (1,),
+                        "lora_rank": (None,)}
+
     def __init__(self, filters: int, kernel_size: int | tuple, strides: int | tuple = (1, 1), padding: str = "valid",
                  activation: Any = None, use_bias: bool = True, **kwargs: Any) -> None:
         super().__init__(activation, use_bias, **kwargs)
@@ -662,6 +783,13 @@ class Conv2D(_KernelBias):
         self.kernel_size = window_pair(kernel_size, "kernel_size")
         self.strides = window_pair(strides, "strides")
         self.padding = padding.lower()
+
+    def get_config(self) -> dict[str, Any]:
+        config = self._kernel_bias_config()
+        return {**super().get_config(), "filters": self.filters, "kernel_size": list(self.kernel_size),
+                "strides": list(self.strides), "padding": self.padding, "data_format": "channels_last",
+                "dilation_rate": [1, 1], "groups": 1, "activation": config.pop("activation"), **config,
+                "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None}
 
     def build(self, input_shape: tuple) -> None:
         if len(input_shape) < 4:

@@ -24,10 +24,12 @@ from ..summation import tf_mean, tf_sum
 from ..tensor import array_module, asarray, like, tensors_out
 from . import activations
 from .registry import resolve
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
 __all__ = ["Loss", "Reduction", "MeanSquaredError", "MeanAbsoluteError", "Huber", "SparseCategoricalCrossentropy",
            "BinaryCrossentropy", "CategoricalCrossentropy", "mean_squared_error", "mean_absolute_error", "huber",
-           "sparse_categorical_crossentropy", "binary_crossentropy", "categorical_crossentropy", "get",
+           "sparse_categorical_crossentropy", "binary_crossentropy", "categorical_crossentropy", "get", "serialize",
+           "deserialize",
            "check_function_shapes", "compute_average_loss", "matched_shapes"]
 
 EPSILON = 1e-7
@@ -223,8 +225,14 @@ class Loss(ABC):
         """The shape errors Keras raises when it traces a step on labels and predictions of these static shapes
         (None: unknown), with those shapes in the message; this loss has none."""
 
+    _config_keys: tuple[str, ...] = ()  # a subclass's own arguments in Keras' config (attributes of that name)
+
     def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "reduction": self.reduction}
+        return {"name": self.name, "reduction": self.reduction, **{key: getattr(self, key) for key in self._config_keys}}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Loss":
+        return cls(**config)
 
 
 class _ElementwiseMean(Loss):
@@ -333,6 +341,8 @@ class SparseCategoricalCrossentropy(_Crossentropy):
     """Cross-entropy against integer labels, from logits or from probabilities; labels equal to ``ignore_class``
     count for nothing (their losses are 0 and a mean is over the others, as Keras masks them)."""
 
+    _config_keys = ("from_logits", "ignore_class")
+
     def __init__(self, from_logits: bool = False, ignore_class: int | None = None,
                  reduction: str | None = "sum_over_batch_size", name: str = "sparse_categorical_crossentropy",
                  dtype: Any = None) -> None:
@@ -398,6 +408,8 @@ class SparseCategoricalCrossentropy(_Crossentropy):
 class _DenseCrossentropy(_Crossentropy):
     """A cross-entropy against targets of the predictions' shape, with label smoothing, reduced over ``axis``.
     The class matches ranks first (Keras' loss wrapper); the function form (``per_example``) does not."""
+
+    _config_keys = ("from_logits", "label_smoothing", "axis")
 
     default_name: str
 
@@ -599,9 +611,18 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {  # names and aliases of the per-exa
 
 
 def get(identifier: Any) -> Any:
-    """As ``keras.losses.get``: a function name or alias gives the function, a class name a new instance,
-    a loss instance or function itself."""
+    """As ``keras.losses.get``: a function name or alias gives the function, a class name a new instance, a config
+    its object, a loss instance or function itself."""
     return resolve(identifier, Loss, FUNCTIONS, _CLASSES, "loss")
+
+
+def serialize(loss: Any) -> Any:
+    return serialize_keras_object(loss)
+
+
+def deserialize(config: Any, custom_objects: dict[str, Any] | None = None) -> Any:
+    return deserialize_keras_object({"module": "keras.losses", **config} if isinstance(config, dict) else config,
+                                    custom_objects)
 
 
 def label_kind(y_true_shape: tuple, y_pred_shape: tuple) -> str:

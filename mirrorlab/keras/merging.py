@@ -122,6 +122,9 @@ class Concatenate(Layer):
         super().__init__(**kwargs)
         self.axis = int(axis)
 
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "axis": self.axis}
+
     def build(self, input_shape: Any) -> None:
         """Keras' check: the shapes without the concatenation axis (batch dimension included) have one rank and
         agree wherever both dimensions are known."""

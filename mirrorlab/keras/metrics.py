@@ -20,11 +20,12 @@ from ..tensor import asarray, like, returns_tensors
 
 from . import losses
 from .registry import resolve
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
 __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
            "SparseCategoricalAccuracy", "SparseTopKCategoricalAccuracy", "TopKCategoricalAccuracy", "MeanSquaredError",
            "MeanAbsoluteError", "SparseCategoricalCrossentropy", "BinaryCrossentropy", "CategoricalCrossentropy",
-           "accuracy", "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
+           "serialize", "deserialize", "accuracy", "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
            "sparse_top_k_categorical_accuracy", "top_k_categorical_accuracy", "get"]
 
 
@@ -42,6 +43,19 @@ class Metric(ABC):
         super().__init_subclass__(**kwargs)
         if "result" in cls.__dict__:
             cls.result = returns_tensors(cls.__dict__["result"])
+
+    _config_keys: tuple[str, ...] = ()  # a subclass's own arguments in Keras' config
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config: the name and dtype, then the subclass's arguments (attributes, or the wrapped function's
+        keyword arguments, of those names)."""
+        extra = getattr(self, "_fn_kwargs", {})
+        return {"name": self.name, "dtype": self.dtype.name,
+                **{key: getattr(self, key, extra.get(key)) for key in self._config_keys}}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Metric":
+        return cls(**config)
 
     def __init__(self, name: str | None = None, dtype: Any = "float32") -> None:
         self.name = name or type(self).__name__.lower()
@@ -242,6 +256,8 @@ class Accuracy(MeanMetricWrapper):
 class BinaryAccuracy(MeanMetricWrapper):
     """Fraction of predictions on the label's side of ``threshold``."""
 
+    _config_keys = ("threshold",)
+
     _direction = "up"
 
     def __init__(self, name: str = "binary_accuracy", dtype: Any = "float32", threshold: float = 0.5) -> None:
@@ -270,6 +286,8 @@ class SparseCategoricalAccuracy(MeanMetricWrapper):
 class SparseTopKCategoricalAccuracy(MeanMetricWrapper):
     """Fraction of examples whose integer label is among the ``k`` top-scored classes."""
 
+    _config_keys = ("k",)
+
     _direction = "up"
 
     def __init__(self, k: int = 5, name: str = "sparse_top_k_categorical_accuracy", dtype: Any = "float32",
@@ -280,6 +298,8 @@ class SparseTopKCategoricalAccuracy(MeanMetricWrapper):
 
 class TopKCategoricalAccuracy(MeanMetricWrapper):
     """Fraction of examples whose one-hot label's class is among the ``k`` top-scored classes."""
+
+    _config_keys = ("k",)
 
     _direction = "up"
 
@@ -305,6 +325,8 @@ class MeanAbsoluteError(MeanMetricWrapper):
 class SparseCategoricalCrossentropy(MeanMetricWrapper):
     """Mean of the per-example sparse categorical cross-entropy."""
 
+    _config_keys = ("from_logits",)
+
     def __init__(self, name: str = "sparse_categorical_crossentropy", dtype: Any = "float32",
                  from_logits: bool = False) -> None:
         super().__init__(losses.sparse_categorical_crossentropy, name, dtype, from_logits=from_logits)
@@ -312,6 +334,8 @@ class SparseCategoricalCrossentropy(MeanMetricWrapper):
 
 class BinaryCrossentropy(MeanMetricWrapper):
     """Mean of the per-example binary cross-entropy."""
+
+    _config_keys = ("from_logits", "label_smoothing")
 
     def __init__(self, name: str = "binary_crossentropy", dtype: Any = "float32", from_logits: bool = False,
                  label_smoothing: float = 0) -> None:
@@ -321,6 +345,8 @@ class BinaryCrossentropy(MeanMetricWrapper):
 
 class CategoricalCrossentropy(MeanMetricWrapper):
     """Mean of the per-example categorical cross-entropy."""
+
+    _config_keys = ("from_logits", "label_smoothing", "axis")
 
     def __init__(self, name: str = "categorical_crossentropy", dtype: Any = "float32", from_logits: bool = False,
                  label_smoothing: float = 0, axis: int = -1) -> None:
@@ -340,9 +366,18 @@ _NAMES: dict[str, type[Metric]] = {  # Keras 3's snake-case names and aliases, e
 
 
 def get(identifier: Any) -> Any:
-    """As ``keras.metrics.get``: a class, class name, snake-case name or alias gives a new instance; a metric or a
-    function passes through."""
+    """As ``keras.metrics.get``: a class, class name, snake-case name or alias gives a new instance, a config its
+    object; a metric or a function passes through."""
     return resolve(identifier, Metric, {}, {**_CLASSES, **_NAMES}, "metric")
+
+
+def serialize(metric: Any) -> Any:
+    return serialize_keras_object(metric)
+
+
+def deserialize(config: Any, custom_objects: dict[str, Any] | None = None) -> Any:
+    return deserialize_keras_object({"module": "keras.metrics", **config} if isinstance(config, dict) else config,
+                                    custom_objects)
 
 
 def _accuracy_for(name: str, y_true_shape: tuple, y_pred_shape: tuple) -> Metric:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import warnings
 from typing import Any
@@ -31,6 +32,8 @@ from . import losses as losses_lib
 from . import metrics as metrics_lib
 from . import optimizers as optimizers_lib
 from . import weights_file
+from .saving.model_file import load_model, save_model
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 from .callbacks import BatchLogs, Callback, CallbackList, History, pythonify_logs
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_x_y_sample_weight
@@ -38,7 +41,7 @@ from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer, symbolic_inputs, takes_training
 from .naming import auto_name
 
-__all__ = ["Model", "first_shape", "first_leaf"]
+__all__ = ["Model", "first_shape", "first_leaf", "load_model", "save_model", "model_from_json"]
 
 
 def first_shape(shapes: Any) -> tuple:
@@ -74,7 +77,7 @@ class Model(Layer):
             return super().__new__(Functional)
         if cls is not Model and _functional_arguments(args, kwargs) and not issubclass(cls, Functional):
             return super().__new__(_functional_subclass(cls, Functional))
-        return super().__new__(cls)
+        return super().__new__(cls, *args, **kwargs)
 
     def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
         if _functional_arguments(args, kwargs):  # a subclass's own __init__ passing inputs and outputs on: as Keras,
@@ -239,6 +242,50 @@ class Model(Layer):
         """Set the weights from a file ``save_weights`` wrote (layer by layer, counts and shapes checked)."""
         weights_file.load(self.layers, filepath)
 
+    # -- configs and saving -----------------------------------------------------------------------
+
+    def get_config(self) -> dict[str, Any]:
+        """A subclassed model's config (Keras' automatic one of plain constructor arguments, or the subclass's)."""
+        return {key: value for key, value in super().get_config().items() if key != "dtype"}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> "Model":
+        """The model a config describes: a functional model's graph rebuilt, else the class called on it."""
+        from .saving.functional_config import functional_from_config, is_functional_config
+        from .functional import Functional
+        if is_functional_config(config):
+            return functional_from_config(cls if issubclass(cls, Functional) else Functional, config, custom_objects)
+        return cls(**config)
+
+    def get_compile_config(self) -> dict[str, Any]:
+        """The arguments ``compile`` was given (the optimizer as made), serialized as Keras does; {} uncompiled."""
+        if self._optimizer is None or not hasattr(self, "_compile_args"):
+            return {}
+        return serialize_keras_object({"optimizer": self._optimizer, **self._compile_args})
+
+    def compile_from_config(self, config: dict[str, Any]) -> None:
+        """``compile`` with a compile config's arguments, then the optimizer's slots for the built model's variables
+        (so saved optimizer state has somewhere to go)."""
+        config = deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built and self.trainable_variables:
+            with self._strategy.scope():
+                self.optimizer.build(self.trainable_variables)
+
+    def get_build_config(self) -> dict[str, Any] | None:
+        """A subclassed model keeps no build config (its layers build on its first call)."""
+        return None
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The model's config (``serialize_keras_object``) as JSON; ``kwargs`` go to ``json.dumps``."""
+        return json.dumps(serialize_keras_object(self), **kwargs)
+
+    def save(self, filepath: str | os.PathLike, overwrite: bool = True, zipped: bool | None = None,
+             **kwargs: Any) -> None:
+        """Save the whole model to a ``.keras`` file (see ``saving.model_file``); every worker of a cluster saves,
+        each to its own path."""
+        save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
     def count_params(self) -> int:
         return int(sum(np.prod(w.shape) for w in self.weights))
 
@@ -354,6 +401,10 @@ class Model(Layer):
             raise NotImplementedError(f"compile(steps_per_execution={steps_per_execution}) is not supported: "
                                       "mirrorlab runs one step per execution.\nFix: leave steps_per_execution at 1.")
         self.run_eagerly, self.jit_compile, self.auto_scale_loss = bool(run_eagerly), jit_compile, auto_scale_loss
+        self._compile_args = {"loss": loss, "loss_weights": loss_weights, "metrics": metrics,
+                              "weighted_metrics": weighted_metrics, "run_eagerly": bool(run_eagerly),
+                              "steps_per_execution": steps_per_execution,
+                              "jit_compile": False if jit_compile == "auto" else jit_compile}
         compile_metrics = CompileMetrics(metrics, weighted_metrics)  # built, like "crossentropy", on the first data
         with self._strategy.scope():
             self.optimizer = optimizers_lib.get(optimizer)
@@ -778,3 +829,8 @@ def _should_validate(epoch: int, validation_freq: Any) -> bool:
         return epoch + 1 in validation_freq
     raise ValueError("Expected `validation_freq` to be a list or int. Received: "
                      f"validation_freq={validation_freq} of the type {type(validation_freq)}.")
+
+
+def model_from_json(json_string: str, custom_objects: dict[str, Any] | None = None) -> Model:
+    """The model ``Model.to_json`` describes (new weights; the config's build makes them)."""
+    return deserialize_keras_object(json.loads(json_string), custom_objects)

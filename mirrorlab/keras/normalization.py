@@ -17,14 +17,19 @@ import numpy as np
 
 from ..autodiff import unbroadcast
 from ..summation import tf_sum
-from . import initializers
+from . import initializers, regularizers
 from .layers import BuiltinLayer
+from .saving.serialization import serialize_keras_object
 
 __all__ = ["BatchNormalization", "LayerNormalization"]
 
 
 class BatchNormalization(BuiltinLayer):
     """Normalizes each feature along ``axis`` (the last by default)."""
+
+    _fixed_arguments = {"beta_regularizer": (None,), "gamma_regularizer": (None,), "beta_constraint": (None,),
+                        "gamma_constraint": (None,), "renorm": (False,), "renorm_clipping": (None,),
+                        "renorm_momentum": (0.99,)}
 
     def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3, center: bool = True,
                  scale: bool = True, beta_initializer: Any = "zeros", gamma_initializer: Any = "ones",
@@ -40,6 +45,14 @@ class BatchNormalization(BuiltinLayer):
         self._initializers = {name: initializers.get(value) for name, value in (
             ("gamma", gamma_initializer), ("beta", beta_initializer), ("moving_mean", moving_mean_initializer),
             ("moving_variance", moving_variance_initializer))}
+
+    def get_config(self) -> dict[str, Any]:
+        initializer = {f"{name}_initializer": serialize_keras_object(self._initializers[name])
+                       for name in ("beta", "gamma", "moving_mean", "moving_variance")}
+        return {**super().get_config(), "axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,
+                "center": self.center, "scale": self.scale, **initializer, "beta_regularizer": None,
+                "gamma_regularizer": None, "beta_constraint": None, "gamma_constraint": None, "synchronized": False,
+                "renorm": False, "renorm_clipping": None, "renorm_momentum": 0.99}
 
     def build(self, input_shape: tuple) -> None:
         features = (int(input_shape[self.axis]),)  # Keras' IndexError for an axis the input does not have
@@ -113,6 +126,8 @@ class LayerNormalization(BuiltinLayer):
     TF's tape sums them. On 8 or more normalized groups TF's CPU kernel switches to a vectorised ``rsqrt`` that can
     differ from the correctly rounded one in the last bit (cancellation in the output can magnify it)."""
 
+    _fixed_arguments = {"rms_scaling": (False,), "beta_constraint": (None,), "gamma_constraint": (None,)}
+
     def __init__(self, axis: int | list | tuple = -1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
                  beta_initializer: Any = "zeros", gamma_initializer: Any = "ones", beta_regularizer: Any = None,
                  gamma_regularizer: Any = None, **kwargs: Any) -> None:
@@ -125,7 +140,17 @@ class LayerNormalization(BuiltinLayer):
             raise TypeError(f"Expected an int or a list/tuple of ints for the argument 'axis', but received: {axis!r}")
         self.epsilon, self.center, self.scale = float(epsilon), center, scale
         self._initializers = {"gamma": initializers.get(gamma_initializer), "beta": initializers.get(beta_initializer)}
-        self._weight_regularizers = {"gamma": gamma_regularizer, "beta": beta_regularizer}
+        self._weight_regularizers = {"gamma": regularizers.get(gamma_regularizer),
+                                     "beta": regularizers.get(beta_regularizer)}
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
+                "scale": self.scale, "rms_scaling": False,
+                "beta_initializer": serialize_keras_object(self._initializers["beta"]),
+                "gamma_initializer": serialize_keras_object(self._initializers["gamma"]),
+                "beta_regularizer": serialize_keras_object(self._weight_regularizers["beta"]),
+                "gamma_regularizer": serialize_keras_object(self._weight_regularizers["gamma"]),
+                "beta_constraint": None, "gamma_constraint": None}
 
     def build(self, input_shape: tuple) -> None:
         """``gamma`` then ``beta``, shaped as the input along the (sorted) axes (Keras' IndexError for an axis the

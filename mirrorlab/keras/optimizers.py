@@ -29,9 +29,10 @@ from ..train.checkpoint import restore_on_create
 
 from . import schedules  # keras.optimizers.schedules
 from .naming import auto_name
-from .registry import lookup
+from .registry import lookup, take_fixed_arguments
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
-__all__ = ["Optimizer", "SGD", "Adam", "RMSprop", "get", "schedules"]
+__all__ = ["Optimizer", "SGD", "Adam", "RMSprop", "get", "serialize", "deserialize", "schedules"]
 
 
 def _strategy_of(var: Any) -> Any:
@@ -47,8 +48,16 @@ class Optimizer(ABC):
     slot_names: tuple[str, ...] = ()
     extra_slot_names: tuple[str, ...] = ()  # made after the interleaved ones (Adam's amsgrad velocity_hat)
 
+    # Keras arguments mirrorlab takes only at their defaults (no EMA, loss scaling or gradient accumulation)
+    _fixed_arguments = {"use_ema": (False,), "ema_momentum": (0.99,), "ema_overwrite_frequency": (None,),
+                        "loss_scale_factor": (None,), "gradient_accumulation_steps": (None,)}
+
     def __init__(self, learning_rate: Any = 0.001, weight_decay: float | None = None, clipnorm: float | None = None,
-                 clipvalue: float | None = None, global_clipnorm: float | None = None, name: str | None = None) -> None:
+                 clipvalue: float | None = None, global_clipnorm: float | None = None, name: str | None = None,
+                 **kwargs: Any) -> None:
+        take_fixed_arguments(type(self).__name__, kwargs, self._fixed_arguments)
+        if kwargs:
+            raise TypeError(f"Argument(s) not recognized: {kwargs}")
         clips = {"clipnorm": clipnorm, "clipvalue": clipvalue, "global_clipnorm": global_clipnorm}
         if sum(value is not None for value in clips.values()) > 1:
             raise ValueError("Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set. Received: "
@@ -118,6 +127,26 @@ class Optimizer(ABC):
             raise RuntimeError(f'Need to be inside "with strategy.scope()" for {strategy!r}\nFix: the first '
                                "apply_gradients creates the optimizer's slots: call it in the strategy's scope "
                                "or in strategy.run.")
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config: the name, the learning rate's current value (float32) or its schedule, weight decay and
+        clipping, Keras' fixed defaults, then the subclass's arguments (``_config_keys``)."""
+        rate = serialize_keras_object(self._schedule) if self._schedule is not None else \
+            float(np.float32(self._learning_rate.numpy()))
+        return {"name": self.name, "learning_rate": rate, "weight_decay": self.weight_decay, "clipnorm": self.clipnorm,
+                "global_clipnorm": self.global_clipnorm, "clipvalue": self.clipvalue,
+                **{key: accepted[0] for key, accepted in self._fixed_arguments.items()},
+                **{key: getattr(self, key) for key in self._config_keys}}
+
+    _config_keys: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> "Optimizer":
+        """The optimizer of a ``get_config`` dict (a schedule from its config)."""
+        config = dict(config)
+        if isinstance(config.get("learning_rate"), dict):
+            config["learning_rate"] = deserialize_keras_object(config["learning_rate"], custom_objects)
+        return cls(**config)
 
     @property
     def variables(self) -> list[Variable]:
@@ -231,6 +260,8 @@ def _subtract(var: Variable, delta: Any) -> None:
 class SGD(Optimizer):
     """Gradient descent with optional (Nesterov) momentum."""
 
+    _config_keys = ("momentum", "nesterov")
+
     def __init__(self, learning_rate: Any = 0.01, momentum: float = 0.0, nesterov: bool = False,
                  name: str | None = None, **kwargs: Any) -> None:
         if not 0 <= momentum <= 1:
@@ -253,6 +284,7 @@ class Adam(Optimizer):
     """Adam (Kingma & Ba) with Keras 3's update formulas, optionally AMSGrad."""
 
     slot_names = ("momentum", "velocity")
+    _config_keys = ("beta_1", "beta_2", "epsilon", "amsgrad")
 
     def __init__(self, learning_rate: Any = 0.001, beta_1: float = 0.9, beta_2: float = 0.999,
                  epsilon: float = 1e-7, amsgrad: bool = False, name: str | None = None, **kwargs: Any) -> None:
@@ -277,6 +309,8 @@ class Adam(Optimizer):
 
 class RMSprop(Optimizer):
     """RMSprop with Keras 3's update formulas (optional momentum and centering)."""
+
+    _config_keys = ("rho", "momentum", "epsilon", "centered")
 
     slot_names = ("velocity",)
 
@@ -312,5 +346,14 @@ class RMSprop(Optimizer):
 _BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop}
 
 
-def get(identifier: str | Optimizer) -> Optimizer:
+def get(identifier: str | dict | Optimizer) -> Optimizer:
+    """An optimizer from its name, class, config or itself."""
     return lookup(identifier, Optimizer, _BY_NAME, "optimizer")
+
+
+def serialize(optimizer: Optimizer) -> dict[str, Any]:
+    return serialize_keras_object(optimizer)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Optimizer:
+    return deserialize_keras_object({"module": "keras.optimizers", **config}, custom_objects)

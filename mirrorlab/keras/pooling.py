@@ -28,6 +28,8 @@ def _data_format(data_format: str | None) -> str:
 class _Spatial(BuiltinLayer):
     """A layer over 4-D images: Keras' ndim check, and NCHW inputs seen as NHWC."""
 
+    _built_at_init = True
+
     def __init__(self, data_format: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data_format = _data_format(data_format)
@@ -55,6 +57,10 @@ class _Pooling2D(_Spatial):
         self.strides = self.pool_size if strides is None else window_pair(strides, "strides", positive=False)
         self._padding_argument = padding
         self.padding = str(padding).lower()  # a direct call takes "SAME" (TF's op does)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "pool_size": list(self.pool_size), "padding": self._padding_argument,
+                "strides": list(self.strides), "data_format": self.data_format}
 
     def _call_error(self, message: str, error: type[Exception] = ValueError) -> Exception:
         """The error Keras raises from this layer's call, ``message`` its detail."""
@@ -162,6 +168,9 @@ class _GlobalPooling2D(_Spatial):
         super().__init__(data_format=data_format, **kwargs)
         self.keepdims = keepdims
         self._axes = (2, 3) if self.data_format == "channels_first" else (1, 2)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "data_format": self.data_format, "keepdims": self.keepdims}
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         if self.keepdims:

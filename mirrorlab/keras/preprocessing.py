@@ -9,6 +9,7 @@ import numpy as np
 
 from ..autodiff import unbroadcast
 from .layers import BuiltinLayer
+from .saving.serialization import serialize_keras_object
 
 __all__ = ["Rescaling"]
 
@@ -20,6 +21,10 @@ class Rescaling(BuiltinLayer):
     def __init__(self, scale: Any, offset: Any = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scale, self.offset = scale, offset
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "scale": serialize_keras_object(self.scale),
+                "offset": serialize_keras_object(self.offset)}
 
     def _convert_input(self, x: Any) -> Any:
         """Keras' Rescaling casts any input (integers, booleans, other floats) to its dtype."""

@@ -8,8 +8,10 @@ import numpy as np
 
 from ..summation import tf_sum
 from ..tensor import array_module
+from .registry import resolve
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
-__all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get"]
+__all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize", "deserialize"]
 
 
 class Regularizer:
@@ -42,15 +44,26 @@ class Regularizer:
     def get_config(self) -> dict[str, float]:
         return {"l1": self.l1, "l2": self.l2}
 
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Regularizer":
+        return cls(**config)
+
 
 class L1(Regularizer):
     def __init__(self, l1: float = 0.01) -> None:
         super().__init__(l1=l1)
 
+    def get_config(self) -> dict[str, float]:
+        """Keras keeps L1's factor as a float32 tensor, so its config holds the float32 value."""
+        return {"l1": float(np.float32(self.l1))}
+
 
 class L2(Regularizer):
     def __init__(self, l2: float = 0.01) -> None:
         super().__init__(l2=l2)
+
+    def get_config(self) -> dict[str, float]:
+        return {"l2": self.l2}
 
 
 class L1L2(Regularizer):
@@ -64,10 +77,20 @@ _BY_NAME: dict[str, type[Regularizer]] = {"l1": L1, "l2": L2, "l1l2": L1L2, "L1"
 
 
 def get(identifier: Any) -> Regularizer | None:
-    """None, a regularizer, or one by name (``"l2"``)."""
+    """None, a regularizer, one by name (``"l2"``) or from its config."""
+    if isinstance(identifier, dict):
+        return resolve(identifier, Regularizer, {}, _BY_NAME, "regularizer")
     if identifier is None or isinstance(identifier, Regularizer):
         return identifier
     if isinstance(identifier, str) and identifier in _BY_NAME:
         return _BY_NAME[identifier]()
     raise ValueError(f"Could not interpret regularizer identifier: {identifier}\nKnown: {sorted(_BY_NAME)}, or a "
                      "mirrorlab.keras.regularizers.Regularizer instance.")
+
+
+def serialize(regularizer: Regularizer) -> dict[str, Any]:
+    return serialize_keras_object(regularizer)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Regularizer:
+    return deserialize_keras_object({"module": "keras.regularizers", **config}, custom_objects)

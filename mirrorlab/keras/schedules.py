@@ -16,7 +16,20 @@ _F = np.float32
 
 
 class LearningRateSchedule:
-    """A learning rate that depends on the step: subclasses define ``__call__(step)``."""
+    """A learning rate that depends on the step: subclasses define ``__call__(step)``; ``_config_keys`` name the
+    constructor arguments Keras' config holds (kept as attributes of the same names)."""
+
+    _config_keys: tuple[str, ...] = ()
+
+    def get_config(self) -> dict[str, Any]:
+        if not self._config_keys and type(self).get_config is LearningRateSchedule.get_config:
+            raise NotImplementedError(f"Learning rate schedule '{type(self).__name__}' must override `get_config()` "
+                                      "in order to be serializable.")
+        return {key: getattr(self, key) for key in self._config_keys}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "LearningRateSchedule":
+        return cls(**config)
 
     def __call__(self, step: Any) -> Any:
         raise NotImplementedError(f"Learning rate schedule '{type(self).__name__}' must override `__call__(self, "
@@ -25,6 +38,8 @@ class LearningRateSchedule:
 
 class _RateOverSteps(LearningRateSchedule):
     """A schedule of ``initial_learning_rate``, ``decay_rate`` per ``decay_steps``, and ``staircase``."""
+
+    _config_keys = ("initial_learning_rate", "decay_steps", "decay_rate", "staircase", "name")
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool,
                  name: str) -> None:
@@ -64,6 +79,8 @@ class InverseTimeDecay(_RateOverSteps):
 class PiecewiseConstantDecay(LearningRateSchedule):
     """``values[i]`` for steps up to and including ``boundaries[i]``, ``values[-1]`` after the last boundary."""
 
+    _config_keys = ("boundaries", "values", "name")
+
     def __init__(self, boundaries: Sequence[Any], values: Sequence[Any], name: str = "PiecewiseConstant") -> None:
         if len(boundaries) != len(values) - 1:
             raise ValueError("The length of boundaries should be 1 less than the length of values. Received: "
@@ -81,6 +98,8 @@ class PiecewiseConstantDecay(LearningRateSchedule):
 class PolynomialDecay(LearningRateSchedule):
     """From ``initial_learning_rate`` to ``end_learning_rate`` over ``decay_steps`` along ``(1 - t) ** power``
     (restarting every ``decay_steps`` with ``cycle``)."""
+
+    _config_keys = ("initial_learning_rate", "decay_steps", "end_learning_rate", "power", "cycle", "name")
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, end_learning_rate: float = 0.0001,
                  power: float = 1.0, cycle: bool = False, name: str = "PolynomialDecay") -> None:
@@ -102,6 +121,8 @@ class PolynomialDecay(LearningRateSchedule):
 class CosineDecay(LearningRateSchedule):
     """A cosine from ``initial_learning_rate`` down to ``alpha`` times it over ``decay_steps`` (after a linear
     warmup to ``warmup_target`` over ``warmup_steps`` when given)."""
+
+    _config_keys = ("initial_learning_rate", "decay_steps", "alpha", "name", "warmup_target", "warmup_steps")
 
     def __init__(self, initial_learning_rate: float, decay_steps: int, alpha: float = 0.0, name: str = "CosineDecay",
                  warmup_target: float | None = None, warmup_steps: int = 0) -> None:

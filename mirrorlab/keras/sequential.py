@@ -11,6 +11,7 @@ from typing import Any
 from .functional import Functional
 from .layers import InputLayer, Layer
 from .models import Model
+from .saving.serialization import deserialize_keras_object, serialize_keras_object
 from .symbolic import KerasTensor
 
 __all__ = ["Sequential"]
@@ -42,6 +43,33 @@ class Sequential(Model):
     @property
     def outputs(self) -> list:
         return self._built_graph("outputs").outputs
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' config: the name, trainable flag, dtype policy, each layer's config (the input layer first once
+        built) and the input shape it was built for."""
+        config = {**Layer.get_config(self), "layers": [serialize_keras_object(layer) for layer in self._layers]}
+        if self._functional is not None:
+            config["build_input_shape"] = list(self._layers[0].batch_shape)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> "Sequential":
+        """The model of a ``get_config`` dict: its layers made from their configs and added in order, then built
+        for the saved input shape."""
+        model = cls(name=config.get("name"), trainable=config.get("trainable", True))
+        for layer_config in config["layers"]:
+            model.add(deserialize_keras_object(layer_config, custom_objects))
+        shape = config.get("build_input_shape")
+        if shape and model._functional is None:
+            model.build(tuple(shape))
+        return model
+
+    def get_build_config(self) -> dict[str, Any] | None:
+        return None if self._functional is None else {"input_shape": list(self._layers[0].batch_shape)}
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        if config.get("input_shape") and self._functional is None:
+            self.build(tuple(config["input_shape"]))
 
     def _built_graph(self, what: str) -> Functional:
         """The functional graph of the built model, or Keras' error naming ``what`` is not defined yet."""

@@ -162,6 +162,7 @@ class TensorOp:
 
     def __init__(self, class_name: str, fn: Callable[..., Any]) -> None:
         self.name = auto_name(class_name)
+        self.class_name = class_name  # Keras' class of the op (``Add``), which its config names
         self._fn = fn
 
     def __repr__(self) -> str:

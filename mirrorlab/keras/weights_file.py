@@ -17,9 +17,37 @@ import numpy as np
 
 from ..tensor import to_host
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "layer_arrays", "assign_layers"]
 
 SUFFIX = ".weights.h5"
+
+
+def layer_arrays(layers: list[Any]) -> dict[str, np.ndarray]:
+    """Every layer's weights as host arrays (``layers/<i>/vars/<j>``, with ``layers/<i>/count``)."""
+    arrays = {f"layers/{i}/vars/{j}": np.asarray(to_host(var.numpy()))
+              for i, layer in enumerate(layers) for j, var in enumerate(layer.weights)}
+    arrays.update({f"layers/{i}/count": np.int64(len(layer.weights)) for i, layer in enumerate(layers)})
+    return arrays
+
+
+def assign_layers(layers: list[Any], arrays: dict[str, np.ndarray], filepath: str) -> None:
+    """Give ``layers`` the weights ``layer_arrays`` saved, after checking every count and shape (Keras' error)."""
+    problems = []
+    for i, layer in enumerate(layers):
+        count = int(arrays.get(f"layers/{i}/count", 0))
+        values = [arrays[f"layers/{i}/vars/{j}"] for j in range(count)]
+        if count != len(layer.weights):
+            problems.append(f"Layer '{layer.name}' expected {len(layer.weights)} variables, but received {count} "
+                            "variables during loading.")
+        else:
+            problems += [f"Layer '{layer.name}': variable.shape={var.shape}, saved value.shape={value.shape}"
+                         for var, value in zip(layer.weights, values) if tuple(var.shape) != value.shape]
+    if problems:
+        raise ValueError(f"A total of {len(problems)} objects could not be loaded from {filepath}: "
+                         + " ".join(problems))
+    for i, layer in enumerate(layers):
+        for j, var in enumerate(layer.weights):
+            var.assign(arrays[f"layers/{i}/vars/{j}"])
 
 
 def save(layers: list[Any], filepath: str | os.PathLike) -> None:
@@ -27,9 +55,7 @@ def save(layers: list[Any], filepath: str | os.PathLike) -> None:
     filepath = os.fspath(filepath)
     if not filepath.endswith(SUFFIX):
         raise ValueError(f"The filename must end in `{SUFFIX}`. Received: filepath={filepath}")
-    arrays = {f"layers/{i}/vars/{j}": np.asarray(to_host(var.numpy()))
-              for i, layer in enumerate(layers) for j, var in enumerate(layer.weights)}
-    arrays.update({f"layers/{i}/count": np.int64(len(layer.weights)) for i, layer in enumerate(layers)})
+    arrays = layer_arrays(layers)
     directory = os.path.dirname(os.path.abspath(filepath))
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp_weights_")
     try:
@@ -57,19 +83,4 @@ def load(layers: list[Any], filepath: str | os.PathLike) -> None:
         raise ValueError(f"{filepath} is not a weights file written by mirrorlab's save_weights (mirrorlab stores "
                          "NumPy archives under the .weights.h5 name; Keras' HDF5 files cannot be read without "
                          f"h5py): {error}") from None
-    problems = []
-    for i, layer in enumerate(layers):
-        count = int(arrays.get(f"layers/{i}/count", 0))
-        values = [arrays[f"layers/{i}/vars/{j}"] for j in range(count)]
-        if count != len(layer.weights):
-            problems.append(f"Layer '{layer.name}' expected {len(layer.weights)} variables, but received {count} "
-                            "variables during loading.")
-        else:
-            problems += [f"Layer '{layer.name}': variable.shape={var.shape}, saved value.shape={value.shape}"
-                         for var, value in zip(layer.weights, values) if tuple(var.shape) != value.shape]
-    if problems:
-        raise ValueError(f"A total of {len(problems)} objects could not be loaded from {filepath}: "
-                         + " ".join(problems))
-    for i, layer in enumerate(layers):
-        for j, var in enumerate(layer.weights):
-            var.assign(arrays[f"layers/{i}/vars/{j}"])
+    assign_layers(layers, arrays, filepath)

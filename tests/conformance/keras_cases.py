@@ -3051,3 +3051,6 @@ def fit_realistic_sizes(env: KerasEnv) -> Result:
         for distributed in (False, True):
             out[f"{kind}_{'strategy' if distributed else 'plain'}"] = attempt(lambda: run(kind, distributed))
     return out
+
+
+from . import keras_saving_cases  # noqa: E402,F401 (registers the config and saving cases)
