@@ -93,6 +93,23 @@ def test_multi_worker_keras_tutorial_runs_unchanged(tmp_path, monkeypatch):
     assert history0["loss"][-1] < history0["loss"][0]
 
 
+# Both tutorials' helpers that give non-chief workers a temporary path of their own.
+WRITE_FILEPATH = '''
+def _get_temp_dir(dirpath, task_id):
+  base_dirpath = 'workertemp_' + str(task_id)
+  temp_dir = os.path.join(dirpath, base_dirpath)
+  tf.io.gfile.makedirs(temp_dir)
+  return temp_dir
+
+def write_filepath(filepath, task_type, task_id):
+  dirpath = os.path.dirname(filepath)
+  base = os.path.basename(filepath)
+  if not _is_chief(task_type, task_id):
+    dirpath = _get_temp_dir(dirpath, task_id)
+  return os.path.join(dirpath, base)
+'''
+
+
 # From tensorflow/docs site/en/tutorials/distribute/multi_worker_with_ctl.ipynb (mnist.py and main.py), with
 # `import tensorflow as tf` replaced by `import mirrorlab as tf` and the epoch/step counts made parameters.
 CTL_MNIST = '''
@@ -149,19 +166,7 @@ num_steps_per_epoch = NUM_STEPS
 def _is_chief(task_type, task_id):
   return task_type is None or task_type == 'chief' or (task_type == 'worker' and
                                                        task_id == 0)
-def _get_temp_dir(dirpath, task_id):
-  base_dirpath = 'workertemp_' + str(task_id)
-  temp_dir = os.path.join(dirpath, base_dirpath)
-  tf.io.gfile.makedirs(temp_dir)
-  return temp_dir
-
-def write_filepath(filepath, task_type, task_id):
-  dirpath = os.path.dirname(filepath)
-  base = os.path.basename(filepath)
-  if not _is_chief(task_type, task_id):
-    dirpath = _get_temp_dir(dirpath, task_id)
-  return os.path.join(dirpath, base)
-
+''' + WRITE_FILEPATH + '''
 checkpoint_dir = os.path.join(util.get_temp_dir(), 'ckpt')
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -276,3 +281,57 @@ def test_multi_worker_custom_training_loop_tutorial_runs_unchanged(tmp_path, mon
     assert int(ml.train.load_variable(latest, "step_in_epoch/.ATTRIBUTES/VARIABLE_VALUE")) == 3
     kernel = ml.train.load_variable(latest, "model/_functional/_operations/2/_kernel/.ATTRIBUTES/VARIABLE_VALUE")
     np.testing.assert_array_equal(kernel, first[0])
+
+
+# The tutorial's "Model saving and loading" section, after the training above (same worker). Keras 3 (TF 2.21)
+# refuses the tutorial's extensionless '/tmp/keras-model' (it asks for a `.keras` path; mirrorlab raises the same
+# error), so the path ends in `.keras`. One all-reduce before loading stands for the tutorial's shared filesystem
+# being written before anyone reads it: the simulated workers interleave within one process.
+SAVING = '''
+def _is_chief(task_type, task_id):
+  return (task_type == 'worker' and task_id == 0) or task_type is None
+
+''' + WRITE_FILEPATH + '''
+task_type, task_id = (strategy.cluster_resolver.task_type,
+                      strategy.cluster_resolver.task_id)
+write_model_path = write_filepath(model_path, task_type, task_id)
+
+multi_worker_model.save(write_model_path)
+
+if not _is_chief(task_type, task_id):
+  tf.io.gfile.rmtree(os.path.dirname(write_model_path))
+
+strategy.reduce("SUM", strategy.run(lambda: 1.0), axis=None)  # (see above: every worker has saved)
+loaded_model = tf.keras.models.load_model(model_path)
+
+# Now that the model is restored, and can continue with the training.
+loaded_history = loaded_model.fit(single_worker_dataset, epochs=2, steps_per_epoch=2)
+'''
+
+
+def run_tutorial_and_saving(steps: int, model_path: str) -> dict:
+    namespace = {"__name__": "tutorial", "STEPS": steps, "model_path": model_path}
+    exec(compile(TUTORIAL, "multi_worker_with_keras", "exec"), namespace)  # noqa: S102
+    namespace["single_worker_dataset"] = namespace["mnist_dataset"](8)
+    exec(compile(SAVING, "multi_worker_with_keras (saving)", "exec"), namespace)  # noqa: S102
+    loaded = namespace["loaded_model"]
+    return {"trained": [w.numpy() for w in namespace["multi_worker_model"].weights],
+            "loaded_type": type(loaded).__name__, "optimizer": type(loaded.optimizer).__name__,
+            "iterations": int(loaded.optimizer.iterations.numpy()) - 4,  # (the 2 x 2 steps after loading)
+            "loaded_history": namespace["loaded_history"].history}
+
+
+def test_multi_worker_keras_tutorial_saves_and_loads_the_model(tmp_path, monkeypatch):
+    write_mnist(tmp_path, monkeypatch)
+    model_path = str(tmp_path / "models" / "keras-model.keras")
+    (tmp_path / "models").mkdir()
+    results = SimCluster(workers=2, seed=3).run(run_tutorial_and_saving, 3, model_path).values()
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["keras-model.keras"]  # temp copies removed
+    for result in results:
+        for a, b in zip(result["trained"], results[0]["trained"]):
+            np.testing.assert_array_equal(a, b)
+        assert (result["loaded_type"], result["optimizer"], result["iterations"]) == ("Sequential", "SGD", 9)  # 3 epochs of 3 steps
+        assert len(result["loaded_history"]["loss"]) == 2
+    reloaded = ml.keras.models.load_model(model_path)
+    for a, b in zip(reloaded.get_weights(), results[0]["trained"]):
+        np.testing.assert_array_equal(a, b)

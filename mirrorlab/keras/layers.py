@@ -94,7 +94,8 @@ class Layer:
         """Keras' layer config: ``name``, ``trainable``, the dtype policy, then a subclass's arguments (Keras'
         automatic config of plain constructor values when the subclass defines no ``get_config``)."""
         config = {"name": self.name, "trainable": self.trainable, "dtype": dtype_policy(self.dtype)}
-        if type(self).get_config is Layer.get_config and not type(self).__module__.startswith("mirrorlab."):
+        defined_by = next(cls for cls in type(self).__mro__ if "get_config" in cls.__dict__)
+        if defined_by.__module__.startswith("mirrorlab.") and not type(self).__module__.startswith("mirrorlab."):
             auto = self.__dict__.get("_auto_config")
             if auto is None:
                 raise NotImplementedError(

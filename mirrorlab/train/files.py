@@ -51,9 +51,13 @@ def writes_own_path(prefix: str, strategy: Any = None, collective: bool = True) 
 
 
 def write_dirpath(dirpath: str | os.PathLike, strategy: Any = None) -> str:
-    """``dirpath`` on the chief; ``dirpath/workertemp_<task_id>`` on other workers (TF's helper)."""
+    """``dirpath`` on the chief; ``dirpath/workertemp_<task_id>`` on other workers, created (TF's helper)."""
     chief, task_id = _role(strategy)
-    return str(dirpath) if chief else os.path.join(str(dirpath), f"workertemp_{task_id}")
+    if chief:
+        return str(dirpath)
+    temporary = os.path.join(str(dirpath), f"workertemp_{task_id}")
+    os.makedirs(temporary, exist_ok=True)
+    return temporary
 
 
 def write_filepath(filepath: str | os.PathLike, strategy: Any = None) -> str:
