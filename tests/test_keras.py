@@ -490,8 +490,8 @@ def test_weights_files_are_checked_and_saved_by_every_worker(tmp_path):
     (tmp_path / "keras.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n")
     with pytest.raises(ValueError, match="not a weights file written by mirrorlab"):
         model.load_weights(tmp_path / "keras.weights.h5")
-    with pytest.raises(ValueError, match="mirrorlab saves no `.keras` model archives"):
-        keras.callbacks.ModelCheckpoint(tmp_path / "m.keras")  # Keras would write a model archive
+    with pytest.raises(ValueError, match="legacy HDF5 model files"):
+        keras.callbacks.ModelCheckpoint(tmp_path / "m.h5")  # Keras would write an HDF5 model through h5py
 
     def program():
         strategy = ml.MultiWorkerMirroredStrategy()

@@ -371,13 +371,13 @@ class LearningRateScheduler(Callback):
 
 
 class ModelCheckpoint(_Monitor):
-    """Save the weights after every epoch (or every ``save_freq`` batches) to ``filepath`` formatted with the epoch,
-    the batch and the logs (``"w{epoch:02d}-{val_loss:.2f}.weights.h5"``), only on improvement of ``monitor`` with
+    """Save the model (a ``.keras`` file, ``Model.save``) or with ``save_weights_only`` its weights (a
+    ``.weights.h5`` file) after every epoch (or every ``save_freq`` batches) to ``filepath`` formatted with the
+    epoch, the batch and the logs (``"m{epoch:02d}-{val_loss:.2f}.keras"``), only on improvement of ``monitor`` with
     ``save_best_only``, as Keras 3 does, with Keras' argument and path checks.
 
-    Differs from Keras on purpose: only ``save_weights_only=True`` is supported (Keras' ``.keras`` model archives
-    hold a serialized model mirrorlab does not write), and the weights file is mirrorlab's format under Keras'
-    ``.weights.h5`` name (``Model.save_weights``; Keras writes HDF5 through h5py)."""
+    Differs from Keras on purpose: the files hold mirrorlab's formats under Keras' names (NumPy archives where
+    Keras writes HDF5 through h5py), and legacy ``.h5`` model files are refused."""
 
     def __init__(self, filepath: str | os.PathLike, monitor: str = "val_loss", verbose: int = 0,
                  save_best_only: bool = False, save_weights_only: bool = False, mode: str = "auto",
@@ -396,9 +396,9 @@ class ModelCheckpoint(_Monitor):
         if not save_weights_only and not self.filepath.endswith((".keras", ".h5")):
             raise ValueError("The filepath provided must end in `.keras` (Keras model format). Received: "
                              f"filepath={self.filepath}")
-        if not save_weights_only:
-            raise ValueError("mirrorlab saves no `.keras` model archives (a serialized model with its weights).\n"
-                             "Fix: pass save_weights_only=True and a filepath ending in `.weights.h5`.")
+        if not save_weights_only and self.filepath.endswith(".h5"):
+            raise ValueError("mirrorlab does not write Keras' legacy HDF5 model files (it needs h5py). Received: "
+                             f"filepath={self.filepath}\nFix: end the filepath in `.keras`.")
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._current_epoch = epoch
@@ -454,7 +454,10 @@ class ModelCheckpoint(_Monitor):
                               f"existing directory: {path}")
             if os.path.dirname(path):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-            self.model.save_weights(path, overwrite=True)
+            if self.save_weights_only:
+                self.model.save_weights(path, overwrite=True)
+            else:
+                self.model.save(path, overwrite=True)
             self._say(f"\nEpoch {epoch + 1}: finished saving model to {path}")
 
     def _say(self, text: str) -> None:

@@ -856,6 +856,14 @@ def model_checkpoint_weights(env: KerasEnv) -> Result:
             return {"files": files, "loaded": fresh.get_weights(), "history": result["history"],
                     "best": None if checkpoint.best is None else np.float32(checkpoint.best)}
 
+    def saved_models(pattern: str) -> Result:
+        with tempfile.TemporaryDirectory() as tmp:
+            _fit_with(env, [k.callbacks.ModelCheckpoint(os.path.join(tmp, pattern))], epochs=2)
+            files = sorted(os.listdir(tmp))
+            loaded = k.models.load_model(os.path.join(tmp, files[-1]))
+            return {"files": files, "loaded": loaded.get_weights(),
+                    "iterations": int(np.asarray(loaded.optimizer.iterations))}
+
     def refused(filepath: str, **options: Any) -> Any:
         return attempt(lambda: k.callbacks.ModelCheckpoint(filepath, **options))
 
@@ -871,6 +879,7 @@ def model_checkpoint_weights(env: KerasEnv) -> Result:
                                                      save_best_only=True, initial_value_threshold=1.2)),
         "every_3_batches": attempt(lambda: saved("e{epoch}b{batch}.weights.h5", save_freq=3)),
         "one_file": attempt(lambda: saved("model.weights.h5", epochs=2)),
+        "whole_models": attempt(lambda: saved_models("m{epoch}.keras")),
         "missing_placeholder": attempt(lambda: _fit_with(env, [k.callbacks.ModelCheckpoint(
             "w{val_nothing}.weights.h5", save_weights_only=True)], epochs=1)),
         "bad_save_freq": refused("w.weights.h5", save_weights_only=True, save_freq="batch"),
