@@ -19,7 +19,7 @@ from ..tensor import asarray, like, returns_tensors
 
 
 from . import losses
-from .registry import resolve
+from .registry import resolve, take_fixed_arguments
 from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
 __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
@@ -323,13 +323,18 @@ class MeanAbsoluteError(MeanMetricWrapper):
 
 
 class SparseCategoricalCrossentropy(MeanMetricWrapper):
-    """Mean of the per-example sparse categorical cross-entropy."""
+    """Mean of the per-example sparse categorical cross-entropy (Keras' ``ignore_class`` and ``axis`` only at
+    their defaults)."""
 
-    _config_keys = ("from_logits",)
+    _config_keys = ("from_logits", "ignore_class", "axis")
 
     def __init__(self, name: str = "sparse_categorical_crossentropy", dtype: Any = "float32",
-                 from_logits: bool = False) -> None:
+                 from_logits: bool = False, **kwargs: Any) -> None:
+        take_fixed_arguments(type(self).__name__, kwargs, {"ignore_class": (None,), "axis": (-1,)})
+        if kwargs:
+            raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: {kwargs}")
         super().__init__(losses.sparse_categorical_crossentropy, name, dtype, from_logits=from_logits)
+        self.ignore_class, self.axis = None, -1
 
 
 class BinaryCrossentropy(MeanMetricWrapper):

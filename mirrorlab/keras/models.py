@@ -483,17 +483,18 @@ class Model(Layer):
             except errors.InvalidArgumentError as exc:
                 raise type(exc)(exc.message.split("\nFix:")[0] + UNEVEN_FIRST_BATCH, exc.worker) from None
         metrics_unbuilt, loss_unbuilt = not self._compile_metrics.built, not self._loss_built
+        x, y, weight = unpack_x_y_sample_weight(first)
+        # Keras builds the model, then computes the metrics and the loss once, on the first batch (a replica's share):
+        # a Sequential model keeps its concrete shape, and the shape errors show it.
+        x_shape, y_shape, weight_shape = (None if v is None else nest.map_structure(
+            lambda t: tuple(self._strategy.experimental_local_results(t)[0].shape), v) for v in (x, y, weight))
+        self._make_state(x_shape)
         if training:
             self._prepare_training(data)
         else:
             self._prepare(data)
-        x, y, weight = unpack_x_y_sample_weight(first)
         if y is None:
             return True
-        # Keras computes the metrics, then the loss, once on the first batch (a replica's share) to build them: their
-        # shape errors show its shapes.
-        x_shape, y_shape, weight_shape = (None if v is None else nest.map_structure(
-            lambda t: tuple(self._strategy.experimental_local_results(t)[0].shape), v) for v in (x, y, weight))
         shapes = (y_shape, self.compute_output_shape(x_shape))
         if metrics_unbuilt:
             self._compile_metrics.check_shapes(*shapes)

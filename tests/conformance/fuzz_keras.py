@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import tempfile
 import random
 import warnings
 from collections.abc import Callable, Iterator
@@ -546,11 +548,36 @@ def _predict(data: Any, s: Any, spec: Spec, model: Any) -> Any:
                          verbose=0, steps=how.get("steps"))
 
 
+def _stable(config: Any) -> Any:
+    """A config as JSON holds it (tuples as lists), without Keras' run-dependent ``shared_object_id`` keys."""
+    if isinstance(config, dict):
+        return {key: _stable(value) for key, value in config.items() if key != "shared_object_id"}
+    if isinstance(config, (list, tuple)):
+        return [_stable(value) for value in config]
+    return config
+
+
+def _reloaded(keras: Any, s: Any, spec: Spec, model: Any) -> dict[str, Any]:
+    """The model saved to a ``.keras`` file and loaded back (in the spec's scope): whether it predicts as the model
+    does, its compile config and its optimizer's step count."""
+    x = _examples(spec, spec["n"], 0)[0]
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "model.keras")
+        model.save(path)
+        with s.scope() if spec["scope"] == "strategy" else contextlib.nullcontext():
+            loaded = keras.models.load_model(path)
+    optimizer = getattr(loaded, "optimizer", None)
+    return {"same_predictions": bool(np.array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))),
+            "compile_config": _stable(loaded.get_compile_config()),
+            "iterations": None if optimizer is None else int(np.asarray(optimizer.iterations))}
+
+
 def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
     """The case function of ``spec``: build and compile, fit, then the weights, evaluate and predict (each an
     outcome: a value or the error it raised)."""
     def fn(api: Any, s: Any) -> dict[str, Any]:
         keras, data = _frameworks(api)
+        keras.backend.clear_session()  # automatic names (in the configs) from 1 again
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = outcome(lambda: _model(keras, s, spec))
@@ -583,5 +610,9 @@ def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
             result["weights"] = outcome(model.get_weights)
             run("evaluate", lambda: _evaluate(data, s, spec, model))
             run("predict", lambda: _predict(data, s, spec, model))
+            if spec.get("form") != "subclassed":  # (a subclass of Model has no config Keras can write)
+                result["config"] = outcome(lambda: _stable(keras.saving.serialize_keras_object(model)))
+                if not isinstance(result["fit"], Exception):  # (TF's failed steps may have moved its state)
+                    result["reloaded"] = outcome(lambda: _reloaded(keras, s, spec, model))
             return result
     return fn
