@@ -5,7 +5,8 @@ optimizer (SGD with momentum/Nesterov, Adam with AMSGrad, RMSprop; clipping, wei
 too), compiled in the strategy's scope or under the default strategy; then ``fit`` on NumPy arrays, a dataset or a
 distributed dataset (random sizes and batch sizes, partial last batches, steps_per_epoch, initial_epoch, validation
 data or split, sample or class weights), ``evaluate`` and ``predict``. The result: fit's History (or error), the
-weights after it, evaluate's and predict's results. Specs are JSON (see fuzz_datasets.py).
+weights after it, evaluate's and predict's results, the model's config (``serialize_keras_object``) and a ``.keras``
+save/load round trip (same predictions, the compile config and optimizer step loaded). Specs are JSON (see fuzz_datasets.py).
 
 Under a strategy of 2 replicas, Keras on TF 2.21 fails when the first global batch of fit or evaluate splits unevenly
 (a deliberate difference, fit_uneven_replica_batches in test_keras_conformance.py): such specs are not generated.
@@ -27,6 +28,7 @@ import numpy as np
 from .fuzz_variables import outcome
 from .harness import RTOL
 from .harness import differences as harness_differences
+from .keras_saving_cases import _stable
 
 __all__ = ["build", "differences", "generate", "shrink", "valid"]
 
@@ -546,15 +548,6 @@ def _predict(data: Any, s: Any, spec: Spec, model: Any) -> Any:
     dataset = data.Dataset.from_tensor_slices(x).batch(how["batch"] or 32)
     return model.predict(s.experimental_distribute_dataset(dataset) if how["kind"] == "distributed" else dataset,
                          verbose=0, steps=how.get("steps"))
-
-
-def _stable(config: Any) -> Any:
-    """A config as JSON holds it (tuples as lists), without Keras' run-dependent ``shared_object_id`` keys."""
-    if isinstance(config, dict):
-        return {key: _stable(value) for key, value in config.items() if key != "shared_object_id"}
-    if isinstance(config, (list, tuple)):
-        return [_stable(value) for value in config]
-    return config
 
 
 def _reloaded(keras: Any, s: Any, spec: Spec, model: Any) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from .keras_cases import KerasEnv, Result, attempt, case
 
 
 def _stable(config: Any) -> Any:
-    """``config`` without Keras' ``shared_object_id`` keys (run-dependent object ids)."""
+    """``config`` as JSON holds it (tuples as lists), without Keras' ``shared_object_id`` keys (run-dependent object
+    ids)."""
     if isinstance(config, dict):
         return {key: _stable(value) for key, value in config.items() if key != "shared_object_id"}
     if isinstance(config, (list, tuple)):
