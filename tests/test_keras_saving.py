@@ -242,3 +242,32 @@ def test_layer_configs_round_trip(units, activation, use_bias, rate, seed, regul
         again = keras.saving.deserialize_keras_object(json.loads(json.dumps(config)))
         assert type(again) is type(layer)
         assert keras.saving.serialize_keras_object(again) == config
+
+
+def test_clone_model_calls_the_call_function_and_clones_inner_models_recursively():
+    inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="inner_dense")], name="inner")
+    x = keras.Input((4,), name="x")
+    model = keras.Model(x, keras.layers.Dense(2, name="head")(inner(x)), name="outer")
+    calls = []
+
+    def call_function(layer, *args, **kwargs):
+        calls.append(layer.name)
+        return layer(*args, **kwargs)
+    copy = keras.models.clone_model(model, call_function=call_function, recursive=True)
+    assert calls == ["inner", "head"]
+    assert copy.layers[1] is not inner and copy.layers[1].layers[0] is not inner.layers[0]
+    assert copy.layers[1].get_config() == inner.get_config()
+    copy.set_weights(model.get_weights())
+    np.testing.assert_array_equal(copy.predict(X, verbose=0), model.predict(X, verbose=0))
+    with pytest.raises(NotImplementedError, match="input_tensors"):
+        keras.models.clone_model(model, input_tensors=[x])
+
+
+def test_a_functional_model_holding_a_sequential_model_saves_and_loads(tmp_path):
+    inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="inner_dense")], name="inner")
+    x = keras.Input((4,), name="x")
+    model = keras.Model(x, keras.layers.Dense(2, name="head")(inner(x)), name="outer")
+    model.save(tmp_path / "nested.keras")
+    loaded = keras.models.load_model(tmp_path / "nested.keras")
+    assert type(loaded.layers[1]) is keras.Sequential and loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(loaded.predict(X, verbose=0), model.predict(X, verbose=0))

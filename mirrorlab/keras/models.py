@@ -41,7 +41,7 @@ from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer, symbolic_inputs, takes_training
 from .naming import auto_name
 
-__all__ = ["Model", "first_shape", "first_leaf", "load_model", "save_model", "model_from_json"]
+__all__ = ["Model", "first_shape", "first_leaf", "clone_model", "load_model", "save_model", "model_from_json"]
 
 
 def first_shape(shapes: Any) -> tuple:
@@ -835,3 +835,6 @@ def _should_validate(epoch: int, validation_freq: Any) -> bool:
 def model_from_json(json_string: str, custom_objects: dict[str, Any] | None = None) -> Model:
     """The model ``Model.to_json`` describes (new weights; the config's build makes them)."""
     return deserialize_keras_object(json.loads(json_string), custom_objects)
+
+
+from .cloning import clone_model  # noqa: E402 (it builds on Model and its subclasses)

@@ -291,3 +291,32 @@ def model_save_and_load_in_strategy(env: KerasEnv) -> Result:
                                                            again.predict(inputs, verbose=0))
         out["functional_optimizer_iterations"] = int(np.asarray(again.optimizer.iterations))
     return out
+
+
+@case
+def clone_model(env: KerasEnv) -> Result:
+    k = env.keras
+    k.backend.clear_session()  # automatic names from 1 again
+    out: Result = {}
+    seeded = k.Sequential([k.Input((4,)), k.layers.Dense(3, kernel_initializer=k.initializers.GlorotUniform(seed=3),
+                                                         name="d"), k.layers.Dense(1, name="o")], name="s")
+    seeded.compile(optimizer=k.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+    copy = k.models.clone_model(seeded)
+    out["sequential"] = {"class": type(copy).__name__, "name": copy.name, "layers": [l.name for l in copy.layers],
+                         "same_config": _stable(copy.get_config()) == _stable(seeded.get_config()),
+                         "new_layers": all(a is not b for a, b in zip(copy.layers, seeded.layers)),
+                         "seeded_kernel_equal": np.array_equal(np.asarray(copy.layers[0].kernel),
+                                                               np.asarray(seeded.layers[0].kernel)),
+                         "optimizer": type(copy.optimizer).__name__, "new_optimizer": copy.optimizer is not
+                         seeded.optimizer, "compile_config": _stable(copy.get_compile_config())}
+    functional = _functional_model(env)
+    again = k.models.clone_model(functional)
+    out["functional"] = {"name": again.name, "layers": [layer.name for layer in again.layers],
+                         "same_config": _stable(again.get_config()) == _stable(functional.get_config()),
+                         "inputs_new": again.layers[0] is not functional.layers[0]}
+    shared = k.models.clone_model(functional, clone_function=lambda layer: layer)
+    out["reused_layers"] = [a is b for a, b in zip(shared.layers, functional.layers)]
+    refused = attempt(lambda: k.models.clone_model(seeded, call_function=lambda layer, x: layer(x)))
+    out["sequential_call_function"] = [type(refused).__name__, str(refused).split(" Received")[0]]  # (no reprs)
+    out["bad_clone_function"] = attempt(lambda: k.models.clone_model(seeded, clone_function=3))
+    return out

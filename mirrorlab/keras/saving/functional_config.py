@@ -9,6 +9,7 @@ inputs exist), as Keras' ``functional_from_config`` does. Element-wise operators
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ... import nest
@@ -86,21 +87,27 @@ def _is_endpoint(value: Any) -> bool:
         all(isinstance(i, int) for i in value[1:])
 
 
-def functional_from_config(cls: type, config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
+def functional_from_config(cls: type, config: dict[str, Any], custom_objects: dict[str, Any] | None = None,
+                           make: Callable[[dict[str, Any]], Any] | None = None,
+                           call: Callable[..., Any] | None = None) -> Any:
     """The functional model (of class ``cls``) a ``functional_config`` describes, its layers made from their
-    configs and called on new ``keras.Input`` tensors in the saved order."""
+    configs (or by ``make(entry)``: ``clone_model``'s clone function) and called (through ``call(layer, *args,
+    **kwargs)`` when given) on new ``keras.Input`` tensors in the saved order."""
     from .. import ops  # (ops builds on the layers)
     from ..layers import InputLayer
     made: dict[str, Any] = {}  # operation name -> the layer, or the ops function of an element-wise op
     calls: dict[str, list[list[Any]]] = {}  # operation name -> the outputs of each of its calls, in order
     pending: list[tuple[str, dict[str, Any]]] = []
+    op_names: set[str] = set()
     for entry in config["layers"]:
         name = entry["name"]
         if entry.get("class_name") in _OPS and str(entry.get("module", "")).startswith("keras.src.ops"):
             made[name] = getattr(ops, _OPS[entry["class_name"]][1])
+            op_names.add(name)
         else:
-            made[name] = deserialize_keras_object(
-                {key: value for key, value in entry.items() if key not in ("name", "inbound_nodes")}, custom_objects)
+            layer_config = {key: value for key, value in entry.items() if key not in ("name", "inbound_nodes")}
+            made[name] = deserialize_keras_object(layer_config, custom_objects) if make is None or \
+                layer_config.get("class_name") == "InputLayer" else make(entry)
             if isinstance(made[name], InputLayer):
                 calls[name] = [[made[name].output]]
         pending += [(name, node) for node in entry.get("inbound_nodes", [])]
@@ -130,7 +137,9 @@ def functional_from_config(cls: type, config: dict[str, Any], custom_objects: di
             except LookupError:
                 waiting.append((name, node))
                 continue
-            outputs = nest.flatten(made[name](*args, **kwargs))
+            target = made[name]
+            outputs = nest.flatten(target(*args, **kwargs) if call is None or name in op_names else
+                                   call(target, *args, **kwargs))
             operation = outputs[0]._keras_history.operation
             if isinstance(operation, TensorOp):
                 operation.name = name  # the saved name, not a new automatic one
