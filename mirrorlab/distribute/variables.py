@@ -417,6 +417,16 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         return self._name
 
     @property
+    def path(self) -> str:
+        """Keras 3's ``path`` of a Keras weight or optimizer variable (``sequential/dense/kernel``: the layers'
+        names, without TF's name scopes); other variables have none, as TF's."""
+        path = self.__dict__.get("_keras_path")
+        if path is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'path' (only Keras' variables "
+                                 "have one)")
+        return path
+
+    @property
     def dtype(self) -> np.dtype:
         return self._dtype
 

@@ -26,7 +26,7 @@ from ..name_scope import name_scope
 from ..train.checkpoint import restore_on_create
 from . import activations, initializers, regularizers
 from .random import SeedGenerator, dropout_mask, dropout_scale
-from .naming import auto_name
+from .naming import auto_name, keras_path, keras_path_scope, mark_keras_weight
 from .registry import take_fixed_arguments
 from .saving.serialization import dtype_policy, serialize_keras_object
 from .symbolic import KerasHistory, KerasTensor, Node, is_symbolic, shapes_of, symbolic_call
@@ -173,7 +173,7 @@ class Layer:
             return
         opened.add(id(self))
         try:
-            with name_scope(self.name):
+            with name_scope(self.name), keras_path_scope(self.name):
                 yield
         finally:
             opened.discard(id(self))
@@ -192,7 +192,7 @@ class Layer:
         value = initializers.get(initializer)(tuple(shape), dtype)
         with self._scope():  # also when called outside build (in __init__, say): named <layer>/<name>
             var = Variable(value, name=name, trainable=trainable)
-        var._keras_weight = True  # restored after a read with Keras' own assign (see train.restoring)
+        mark_keras_weight(var, keras_path(name))
         self._weights.append((name, var))
         if regularizer is not None:
             self._regularizers.append((var, regularizers.get(regularizer)))

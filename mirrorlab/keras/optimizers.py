@@ -28,7 +28,7 @@ from ..tensor import IndexedSlices, asarray, like
 from ..train.checkpoint import restore_on_create
 
 from . import schedules  # keras.optimizers.schedules
-from .naming import auto_name
+from .naming import auto_name, mark_keras_weight
 from .registry import lookup, take_fixed_arguments
 from .saving.serialization import deserialize_keras_object, serialize_keras_object
 
@@ -67,6 +67,7 @@ class Optimizer(ABC):
             weight_decay, clipnorm, clipvalue, global_clipnorm
         self.iterations = Variable(np.int64(0), name=f"{self.name}/iteration", trainable=False,
                                    aggregation=VariableAggregation.ONLY_FIRST_REPLICA)
+        self.iterations._keras_path = f"{self.name}/iteration"
         if not callable(learning_rate) and not isinstance(learning_rate, (int, float, np.number, np.ndarray)):
             raise ValueError("Argument `learning_rate` should be float, or an instance of LearningRateSchedule, or a "
                              "callable (that takes in the current iteration value and returns the corresponding "
@@ -75,6 +76,8 @@ class Optimizer(ABC):
         self._learning_rate = None if self._schedule else Variable(
             np.float32(learning_rate), name=f"{self.name}/learning_rate", trainable=False,
             aggregation=VariableAggregation.ONLY_FIRST_REPLICA)
+        if self._learning_rate is not None:
+            self._learning_rate._keras_path = f"{self.name}/learning_rate"
         self.built = False
         self._slots: dict[str, list[Variable]] = {}
         self._index: dict[int, int] = {}
@@ -106,8 +109,7 @@ class Optimizer(ABC):
             weight = v.name.removesuffix(":0").replace("/", "_")
             var = Variable(like(np.zeros(v.shape, v.dtype), v._read()), name=f"{self.name}/{weight}_{slot}",
                            trainable=False)
-            var._keras_weight = True  # restored after a read with Keras' own assign (see train.restoring)
-            return var
+            return mark_keras_weight(var, f"{self.name}/{weight}_{slot}")
         for slot in (*self.slot_names, *self.extra_slot_names):
             self._slots[slot] = [zeros(v, slot) for v in var_list]
         self.built = True

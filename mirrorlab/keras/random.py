@@ -20,7 +20,7 @@ from ..distribute.variables import Variable
 from ..name_scope import name_scope
 from ..runtime import current_environment
 from ..tensor import as_tensor, tensor_view
-from .naming import auto_name
+from .naming import auto_name, keras_path, keras_path_scope
 
 __all__ = ["SeedGenerator", "make_default_seed", "draw_seed", "uniform", "normal", "truncated_normal", "dropout"]
 
@@ -43,9 +43,10 @@ class SeedGenerator:
             seed = make_default_seed()
         if not isinstance(seed, int):
             raise ValueError(f"Argument `seed` must be an integer. Received: seed={seed}")
-        with name_scope(self.name):
+        with name_scope(self.name), keras_path_scope(self.name):
             self.state = Variable(np.array([seed, 0], np.int64), trainable=False, name="seed_generator_state",
                                   aggregation=VariableAggregation.NONE)
+            self.state._keras_path = keras_path("seed_generator_state")
 
     def next(self, ordered: bool = True) -> np.ndarray:
         """The current state, then advance it (by one in the second word; scrambled when not ``ordered``)."""

@@ -320,3 +320,28 @@ def clone_model(env: KerasEnv) -> Result:
     out["sequential_call_function"] = [type(refused).__name__, str(refused).split(" Received")[0]]  # (no reprs)
     out["bad_clone_function"] = attempt(lambda: k.models.clone_model(seeded, clone_function=3))
     return out
+
+
+@case
+def variable_paths(env: KerasEnv) -> Result:
+    """Keras 3's ``path`` of weights (the layers' names, not TF's name scopes), optimizer variables and a seed
+    generator's state, in and out of a strategy."""
+    k, tf = env.keras, env.tf
+    k.backend.clear_session()  # automatic names from 1 again
+    with tf.name_scope("outer"):
+        scoped = k.Sequential([k.Input((3,)), k.layers.Dense(2)])
+        loose = k.layers.Dense(2)
+        loose.build((None, 3))
+    named = k.Sequential([k.layers.Dense(2), k.layers.BatchNormalization()], name="seq")
+    named(np.ones((1, 3), np.float32))
+    with env.strategy.scope():
+        mirrored = k.Sequential([k.Input((3,)), k.layers.Dense(2, name="m")])
+        optimizer = k.optimizers.SGD(momentum=0.5)
+        optimizer.build(mirrored.trainable_variables)
+    a = k.Input((3,), name="a")
+    functional = k.Model(a, k.layers.Dense(1, name="f_out")(k.layers.Dense(2, name="f_hidden")(a)), name="fun")
+    dropout = k.layers.Dropout(0.5, seed=1)
+    return {"scoped": [w.path for w in scoped.weights], "loose": [w.path for w in loose.weights],
+            "named": [w.path for w in named.weights], "mirrored": [w.path for w in mirrored.weights],
+            "optimizer": [v.path for v in optimizer.variables], "functional": [w.path for w in functional.weights],
+            "seed_generator": [v.path for v in dropout.variables]}
