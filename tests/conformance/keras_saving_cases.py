@@ -345,3 +345,14 @@ def variable_paths(env: KerasEnv) -> Result:
             "named": [w.path for w in named.weights], "mirrored": [w.path for w in mirrored.weights],
             "optimizer": [v.path for v in optimizer.variables], "functional": [w.path for w in functional.weights],
             "seed_generator": [v.path for v in dropout.variables]}
+
+
+@case
+def utils_to_categorical_and_normalize(env: KerasEnv) -> Result:
+    u = env.keras.utils
+    return {"ids": u.to_categorical([0, 2, 1]), "num_classes": u.to_categorical(np.array([1, 0]), num_classes=4),
+            "column": u.to_categorical(np.array([[1], [3]])), "matrix": u.to_categorical(np.array([[0, 1], [2, 0]])),
+            "negative": u.to_categorical([-1, 0], num_classes=3),
+            "out_of_range": type(attempt(lambda: u.to_categorical([5], num_classes=3))).__name__,
+            "normalize": u.normalize(np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)),
+            "normalize_axis0_l1": u.normalize(np.array([[1.0, 2.0], [3.0, 2.0]]), axis=0, order=1)}
