@@ -53,13 +53,10 @@ class Layer:
     _fixed_arguments: dict[str, tuple] = {"activity_regularizer": (None,), "autocast": (True,)}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Layer":
-        """Remember the constructor's arguments when they are plain values: Keras' automatic config of a subclass
-        that defines no ``get_config``."""
+        """Remember the constructor's arguments (defaults filled in) when they are plain values: Keras' automatic
+        config of a subclass that defines no ``get_config``."""
         layer = super().__new__(cls)
-        names = list(inspect.signature(cls.__init__).parameters)[1:]
-        given = {**dict(zip(names, args)), **kwargs}
-        plain = all(isinstance(v, (str, int, float, bool, type(None))) for v in _leaves(given))
-        layer.__dict__["_auto_config"] = given if plain else None
+        layer.__dict__["_auto_config"] = _plain_arguments(cls, args, kwargs)
         return layer
 
     def __init__(self, name: str | None = None, input_shape: tuple | None = None, input_dim: int | None = None,
@@ -119,7 +116,7 @@ class Layer:
     def build_from_config(self, config: dict[str, Any]) -> None:
         """Build the layer for the input shape its build config recorded."""
         if config and config.get("input_shape") is not None and not self.built:
-            self.build(_shape_from_json(config["input_shape"]))
+            self.build(shape_from_json(config["input_shape"]))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
@@ -351,6 +348,26 @@ def _once(weights: list[Variable]) -> list[Variable]:
     return list({id(w): w for w in weights}.values())
 
 
+def _plain_arguments(cls: type, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """``cls(*args, **kwargs)``'s constructor arguments by name with the defaults of those not given (the contents
+    of ``**kwargs`` merged in), or None if any is not a plain value (str, number, bool, None, nests of them)."""
+    signature = inspect.signature(cls.__init__)
+    try:
+        bound = signature.bind_partial(None, *args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    given: dict[str, Any] = {}
+    for name, value in list(bound.arguments.items())[1:]:
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            given.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            given[name] = value
+    plain = all(isinstance(v, (str, int, float, bool, type(None))) for v in _leaves(given))
+    return given if plain else None
+
+
 def _leaves(value: Any) -> list[Any]:
     """The plain values of a nest of lists, tuples and dicts."""
     if isinstance(value, dict):
@@ -360,7 +377,7 @@ def _leaves(value: Any) -> list[Any]:
     return [value]
 
 
-def _shape_from_json(shape: Any) -> Any:
+def shape_from_json(shape: Any) -> Any:
     """A shape read from JSON as ``build`` takes it: a tuple, or a list of tuples for several inputs."""
     if isinstance(shape, list) and shape and all(isinstance(d, list) for d in shape):
         return [tuple(d) for d in shape]

@@ -38,7 +38,7 @@ from .callbacks import BatchLogs, Callback, CallbackList, History, pythonify_log
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_x_y_sample_weight
 from .epoch_iterator import EpochIterator
-from .layers import InputLayer, Layer, symbolic_inputs, takes_training
+from .layers import InputLayer, Layer, shape_from_json, symbolic_inputs, takes_training
 from .naming import auto_name
 
 __all__ = ["Model", "first_shape", "first_leaf", "clone_model", "load_model", "save_model", "model_from_json"]
@@ -244,10 +244,6 @@ class Model(Layer):
 
     # -- configs and saving -----------------------------------------------------------------------
 
-    def get_config(self) -> dict[str, Any]:
-        """A subclassed model's config (Keras' automatic one of plain constructor arguments, or the subclass's)."""
-        return {key: value for key, value in super().get_config().items() if key != "dtype"}
-
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> "Model":
         """The model a config describes: a functional model's graph rebuilt, else the class called on it."""
@@ -272,13 +268,22 @@ class Model(Layer):
             with self._strategy.scope():
                 self.optimizer.build(self.trainable_variables)
 
-    def get_build_config(self) -> dict[str, Any] | None:
-        """A subclassed model keeps no build config (its layers build on its first call)."""
-        return None
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        """A subclassed model's weights, made by a call on zeros of the input shape of its first call."""
+        if config and config.get("input_shape") is not None and not self._called:
+            self._make_state(shape_from_json(config["input_shape"]))
 
     def to_json(self, **kwargs: Any) -> str:
         """The model's config (``serialize_keras_object``) as JSON; ``kwargs`` go to ``json.dumps``."""
         return json.dumps(serialize_keras_object(self), **kwargs)
+
+    def export(self, filepath: str | os.PathLike, format: str = "tf_saved_model", verbose: bool = True,
+               input_signature: Any = None, **kwargs: Any) -> None:
+        """Keras' export to a serving format (a TensorFlow SavedModel, ONNX...), which mirrorlab cannot write."""
+        raise NotImplementedError(f"model.export(format={format!r}) writes a serving artifact built by TensorFlow, "
+                                  "which mirrorlab does not produce.\nFix: save the model with model.save('<path>"
+                                  ".keras') and export it from Keras on TensorFlow, or keep its weights with "
+                                  "save_weights.")
 
     def save(self, filepath: str | os.PathLike, overwrite: bool = True, zipped: bool | None = None,
              **kwargs: Any) -> None:

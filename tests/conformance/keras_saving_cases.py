@@ -356,3 +356,25 @@ def utils_to_categorical_and_normalize(env: KerasEnv) -> Result:
             "out_of_range": type(attempt(lambda: u.to_categorical([5], num_classes=3))).__name__,
             "normalize": u.normalize(np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)),
             "normalize_axis0_l1": u.normalize(np.array([[1.0, 2.0], [3.0, 2.0]]), axis=0, order=1)}
+
+
+@case
+def config_of_a_subclassed_layer(env: KerasEnv) -> Result:
+    """Keras' automatic config of a Layer subclass without get_config: the constructor's plain arguments, defaults
+    filled in, with the base layer's entries; and the build config of a layer Keras builds on its first call."""
+    k = env.keras
+    k.backend.clear_session()  # automatic names from 1 again
+
+    class Plain(k.layers.Layer):
+        def __init__(self, a: int = 1, b: str = "x", **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.a = a
+
+        def call(self, x: Any) -> Any:
+            return x
+
+    called = Plain(b="y")
+    called(np.ones((2, 3), np.float32))
+    return {"positional": _stable(Plain(7).get_config()), "keyword": _stable(called.get_config()),
+            "build_config": called.get_build_config(), "round_trip": _stable(Plain.from_config(
+                Plain(5, name="p").get_config()).get_config())}
