@@ -53,6 +53,34 @@ def test_fit_on_a_cluster_equals_fit_on_one_device_when_batches_split_evenly():
     assert single[1]["loss"][-1] < single[1]["loss"][0]
 
 
+def test_steps_per_execution_on_a_cluster_trains_as_one_step_per_call():
+    # TF 2.21's Keras fails under any strategy when steps_per_execution > 1 (InvalidArgumentError "You must feed a
+    # value for placeholder tensor" from its while loop); mirrorlab runs the executions: the same weights and logs as
+    # one step per call, the batch callbacks once per execution (the case fit_steps_per_execution has the rest).
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(20, 3)).astype(np.float32), rng.integers(0, 3, 20)
+
+    def program(per_execution):
+        strategy = ml.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
+            model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy",
+                          metrics=["accuracy"], steps_per_execution=per_execution)
+        model.set_weights([np.full((3, 3), 0.1, np.float32), np.zeros(3, np.float32)])
+        calls = []
+        hook = keras.callbacks.LambdaCallback(on_train_batch_begin=lambda batch, logs: calls.append(batch),
+                                              on_train_batch_end=lambda batch, logs: calls.append(batch))
+        data = md.Dataset.from_tensor_slices((x, y)).batch(4)  # 5 global batches, 1 per replica in the last
+        history = model.fit(data, epochs=2, verbose=0, callbacks=[hook])
+        return model.get_weights(), history.history, calls, int(model.optimizer.iterations.numpy())
+
+    one = SimCluster(workers=2, devices_per_worker=2).run(program, 1).values()
+    two = SimCluster(workers=2, devices_per_worker=2).run(program, 2).values()
+    for (w1, h1, c1, i1), (w2, h2, c2, i2) in zip(one, two):
+        assert all(np.array_equal(a, b) for a, b in zip(w1, w2)) and h1 == h2 and i1 == i2 == 10
+        assert c1 == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] * 2 and c2 == [0, 1, 2, 3, 4, 5] * 2
+
+
 def test_fit_scales_an_uneven_last_batch_as_keras_on_tf_does():
     # After an even first batch (Keras builds from it; an uneven first batch fails there, as TF's AddN), 3 examples
     # in one global batch over 2 replicas ([2] and [1] examples): Keras 3 on TF 2.21 averages the two replicas'
@@ -640,8 +668,8 @@ def test_divergent_moving_statistics_are_reported_once_at_the_users_fit_call(cap
 
 
 def test_compile_takes_keras_3s_signature_and_defaults_to_rmsprop():
-    """Keras 3's argument order and defaults (values recorded from Keras 3 on TF 2.21); loss weights and several
-    steps per execution are refused with the fix."""
+    """Keras 3's argument order and defaults (values recorded from Keras 3 on TF 2.21); loss weights are refused
+    with the fix, and so is a steps_per_execution that is not a positive integer (where Keras' loop fails on it)."""
     x, y = np.ones((4, 2), np.float32), np.zeros((4, 1), np.float32)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="ones")])
     model.compile(loss="mse", run_eagerly=True, jit_compile=False)
@@ -651,8 +679,10 @@ def test_compile_takes_keras_3s_signature_and_defaults_to_rmsprop():
     assert model.evaluate(x, y, verbose=0, return_dict=True) == pytest.approx({"loss": 3.9348526, "mae": 1.9836463})
     with pytest.raises(NotImplementedError, match="loss_weights.*\nFix: "):
         model.compile("sgd", "mse", loss_weights=[2.0])
-    with pytest.raises(NotImplementedError, match="steps_per_execution=2.*\nFix: "):
-        model.compile("sgd", "mse", steps_per_execution=2)
+    for bad, error in ((0, ValueError), (-1, ValueError), (1.5, TypeError), ("auto", TypeError)):
+        model.compile("sgd", "mse", steps_per_execution=bad)
+        with pytest.raises(error, match=f"steps_per_execution={bad!r}(.|\n)*\nFix: "):
+            model.fit(x, y, verbose=0)
 
 
 def test_csv_logger_writes_keras_rows_and_appends_without_a_second_header(tmp_path):

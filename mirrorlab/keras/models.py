@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from .saving.serialization import deserialize_keras_object, serialize_keras_obje
 from .callbacks import BatchLogs, Callback, CallbackList, History, pythonify_logs
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_x_y_sample_weight
-from .epoch_iterator import EpochIterator
+from .epoch_iterator import EpochIterator, checked_steps_per_execution
 from .layers import InputLayer, Layer, shape_from_json, symbolic_inputs, takes_training
 from .naming import auto_name
 
@@ -95,6 +96,7 @@ class Model(Layer):
         self._loss_by_shapes = False
         self._compile_metrics: CompileMetrics | None = None
         self.stop_training = self.stop_evaluating = self.stop_predicting = False
+        self.steps_per_execution = 1  # (compile sets it)
         self._strategy = context.get_strategy()
         self._initial_epoch: int | None = None
         self._loss_tracker: metrics_lib.Mean | None = None
@@ -402,10 +404,8 @@ class Model(Layer):
         if loss_weights is not None:
             raise NotImplementedError("compile(loss_weights=...) is not supported: mirrorlab trains models of one "
                                       "output.\nFix: scale the loss itself (e.g. a loss function times the weight).")
-        if steps_per_execution != 1:
-            raise NotImplementedError(f"compile(steps_per_execution={steps_per_execution}) is not supported: "
-                                      "mirrorlab runs one step per execution.\nFix: leave steps_per_execution at 1.")
         self.run_eagerly, self.jit_compile, self.auto_scale_loss = bool(run_eagerly), jit_compile, auto_scale_loss
+        self.steps_per_execution = steps_per_execution  # (checked where Keras' loops fail on it)
         self._compile_args = {"loss": loss, "loss_weights": loss_weights, "metrics": metrics,
                               "weighted_metrics": weighted_metrics, "run_eagerly": bool(run_eagerly),
                               "steps_per_execution": steps_per_execution,
@@ -570,19 +570,22 @@ class Model(Layer):
         """Whether a subclass overrides the step named ``step`` (fit then runs it and logs what it returns)."""
         return getattr(type(self), step) is not getattr(Model, step)
 
-    def _run_batch(self, step: str, batch: Any, hook: Any, index: int) -> Any:
-        """One batch of fit (``step`` "train_step") or evaluate ("test_step") and its callbacks' ``hook``: a
-        subclass's own step, whose logs (returned) the callbacks get; else the built-in step, whose running metrics
-        the callbacks may read."""
-        if step == "train_step":
-            self._check_ema_overwrite()
-        if self._custom(step):
-            logs = self._run_step(step, batch)
-            hook(index, logs)
-            return logs
-        self._strategy.run(self._step, args=(batch, step == "train_step"))
-        hook(index, BatchLogs(self._batch_logs))
-        return None
+    def _run_execution(self, step: str, batches: Iterator[Any]) -> tuple[int, Any]:
+        """One execution of fit (``step`` "train_step") or evaluate ("test_step"): the step on each of its batches.
+        Returns how many ran and the logs of the last for the batch callbacks: a subclass's own step's logs; else
+        the built-in step's running metrics, read when a callback looks."""
+        custom, train = self._custom(step), step == "train_step"
+        count, logs = 0, None
+        for batch in batches:
+            if train:
+                self._check_ema_overwrite()
+            if custom:
+                logs = self._run_step(step, batch)
+            else:
+                self._strategy.run(self._step, args=(batch, train))
+                logs = BatchLogs(self._batch_logs)
+            count += 1
+        return count, logs
 
     def _check_ema_overwrite(self) -> None:
         """TF's error for ``ema_overwrite_frequency`` under a strategy: Keras overwrites the variables in a ``cond``
@@ -677,7 +680,8 @@ class Model(Layer):
         self._initial_epoch = None
         cbs.on_train_begin()
         start = initial_epoch if self._initial_epoch is None else max(initial_epoch, self._initial_epoch)
-        epoch_iterator = EpochIterator(data, steps_per_epoch)
+        per_execution = checked_steps_per_execution(self.steps_per_execution)
+        epoch_iterator = EpochIterator(data, steps_per_epoch, per_execution)
         trained = False  # a step ran: from then on every epoch logs the metrics (reset ones after an empty epoch)
         training_logs = None
         custom, step_logs = self._custom("train_step"), {}  # (a subclass's own step: its last logs, as Keras keeps)
@@ -685,21 +689,22 @@ class Model(Layer):
             self._reset_metrics()
             cbs.on_epoch_begin(epoch)
             steps = 0
-            for step in epoch_iterator.steps():
-                cbs.on_train_batch_begin(step)
+            for begin, end in epoch_iterator.steps():
+                cbs.on_train_batch_begin(begin)
                 if not built:  # Keras traces its step (and builds) before the step reads its batch
                     self._prepare_training(data)
                     self._check_trace()
                     built = True
-                batch = epoch_iterator.next_batch()
-                if batch is None:
-                    if not self.run_eagerly and self.jit_compile is not True:
-                        # TF's traced step runs what does not wait for the batch before its get_next fails
+                count, logs = self._run_execution("train_step", epoch_iterator.execution())
+                if not count:
+                    if per_execution == 1 and not self.run_eagerly and self.jit_compile is not True:
+                        # TF's traced step runs what does not wait for the batch before its get_next fails (with
+                        # several steps per execution, Keras asks for an optional batch first and runs nothing)
                         self.optimizer._step_without_data(self.trainable_variables)
                     break
-                logs = self._run_batch("train_step", batch, cbs.on_train_batch_end, step)
+                cbs.on_train_batch_end(end, logs)
                 step_logs = logs if custom else step_logs
-                trained, steps = True, steps + 1
+                trained, steps = True, steps + count
                 if self.stop_training:
                     break
             logs = pythonify_logs(self._metrics_or_logs(step_logs)) if custom else self._results() if trained else {}
@@ -735,16 +740,17 @@ class Model(Layer):
         self.stop_evaluating = False  # (a callback may set it to stop after its batch, as in Keras)
         cbs.on_test_begin()
         self._reset_metrics()
-        batches = EpochIterator(data, steps)  # one epoch: ``steps`` batches or one pass, as Keras reads them
+        # one epoch: ``steps`` batches or one pass, as Keras reads them
+        batches = EpochIterator(data, steps, checked_steps_per_execution(self.steps_per_execution))
         count, custom, step_logs = 0, self._custom("test_step"), {}
-        for step in batches.steps():
-            cbs.on_test_batch_begin(step)
-            batch = batches.next_batch()
-            if batch is None:
+        for begin, end in batches.steps():
+            cbs.on_test_batch_begin(begin)
+            ran, logs = self._run_execution("test_step", batches.execution())
+            if not ran:
                 break
-            logs = self._run_batch("test_step", batch, cbs.on_test_batch_end, step)
+            cbs.on_test_batch_end(end, logs)
             step_logs = logs if custom else step_logs
-            count += 1
+            count += ran
             if self.stop_evaluating:
                 break
         logs = pythonify_logs(self._metrics_or_logs(step_logs) if custom else self._results() if count else {})
@@ -767,6 +773,7 @@ class Model(Layer):
         replica reads its own copies of the variables, which differ for BatchNormalization's moving statistics);
         without one, arrays are computed locally; ``steps`` stops after that many batches. ``callbacks`` get the
         predict hooks (each batch's ``{"outputs": ...}``)."""
+        per_execution = checked_steps_per_execution(self.steps_per_execution)
         local = not isinstance(x, (Dataset, DistributedDataset))
         if local:
             x = as_arrays(x)
@@ -774,30 +781,36 @@ class Model(Layer):
             if self._strategy.num_replicas_in_sync > 1 and samples:  # batches of (x,), as Keras' array adapter
                 x, local = Dataset.from_tensor_slices((x,)).batch(size), False
             else:
-                stop = samples if steps is None else min(samples, steps * size)
-                batches: Any = (nest.map_structure(lambda a, i=i: a[i:i + size], x) for i in range(0, stop, size))
+                batches = EpochIterator((nest.map_structure(lambda a, i=i: a[i:i + size], x)
+                                         for i in range(0, samples, size)), steps, per_execution,
+                                        num_batches=-(-samples // size))
         if not local:
-            batches = data = self._strategy.experimental_distribute_dataset(x) if isinstance(x, Dataset) else x
+            data = self._strategy.experimental_distribute_dataset(x) if isinstance(x, Dataset) else x
+            batches = EpochIterator(data, steps, per_execution)
             self._prepare(data)
         cbs = self._callback_list(callbacks, verbose, steps)
         self.stop_predicting = False  # (a callback may set it to stop after its batch, as in Keras)
         cbs.on_predict_begin()
         parts: list[Any] = []
-        for step, batch in enumerate(batches):
-            cbs.on_predict_batch_begin(step)
-            if local:
-                outputs = [self.predict_step((batch,))]
-            else:
-                outputs = [to_host(p) for p in self._replica_outputs(self._strategy.run(self.predict_step,
-                                                                                        args=(batch,)))]
+        for begin, end in batches.steps():
+            cbs.on_predict_batch_begin(begin)
+            outputs = [output for batch in batches.execution() for output in self._predict_batch(batch, local)]
+            if not outputs:
+                break
             parts += outputs
-            cbs.on_predict_batch_end(step, {"outputs": array_module(outputs[0]).concatenate(outputs, axis=0)})
-            if self.stop_predicting or (steps is not None and step + 1 >= steps):
+            cbs.on_predict_batch_end(end, {"outputs": array_module(outputs[0]).concatenate(outputs, axis=0)})
+            if self.stop_predicting:
                 break
         cbs.on_predict_end()
         if not parts:
             return np.zeros((0,))
         return array_module(parts[0]).concatenate(parts, axis=0)
+
+    def _predict_batch(self, batch: Any, local: bool) -> list[Any]:
+        """One batch's outputs: computed here (``local``), else each replica's, in Keras' order."""
+        if local:
+            return [self.predict_step((batch,))]
+        return [to_host(p) for p in self._replica_outputs(self._strategy.run(self.predict_step, args=(batch,)))]
 
     def _replica_outputs(self, per_replica: Any) -> list[Any]:
         """One step's outputs of every replica in Keras' order: the local replicas' on one worker; on several, the

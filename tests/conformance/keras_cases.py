@@ -1290,6 +1290,127 @@ def optimizer_scope_and_learning_rate(env: KerasEnv) -> Result:
             "bad_momentum": attempt(lambda: k.optimizers.SGD(momentum=1.5))}
 
 
+def _batch_recorder(env: KerasEnv) -> Any:
+    """A callback that records every batch hook: its step number, and after a training execution the loss it was
+    given (float32) and the optimizer's step count; after a predict execution the outputs' shape."""
+
+    class Recorder(env.keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[Any] = []
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self.calls.append(["train_begin", batch])
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.calls.append(["train_end", batch, sorted(logs), np.float32(logs[sorted(logs)[-1]]),
+                               int(self.model.optimizer.iterations.numpy())])
+
+        def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self.calls.append(["test_begin", batch])
+
+        def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.calls.append(["test_end", batch])
+
+        def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self.calls.append(["predict_begin", batch])
+
+        def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.calls.append(["predict_end", batch, list(logs["outputs"].shape)])
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self.calls.append(["epoch_end", epoch, int(self.model.optimizer.iterations.numpy())])
+
+    return Recorder()
+
+
+@case
+def fit_steps_per_execution(env: KerasEnv) -> Result:
+    """compile(steps_per_execution=N) without a strategy (under one TF 2.21's Keras fails: see test_keras.py): the
+    batch callbacks run once per execution with its first and last step; an execution takes N batches even past
+    steps_per_epoch and ends early, silently, when the data does; data of unknown length ends on an execution that
+    finds nothing (no step runs then); evaluate and predict (whose outputs an execution concatenates) alike; a
+    subclass's logs are its last step's; stop_training acts after an execution; the errors for N that is no count."""
+    k, data = env.keras, env.data
+    x, y = _examples(10, 3)
+
+    def model(n: Any, cls: Any = None) -> Any:
+        made = _model(env, 3, lambda: k.optimizers.SGD(learning_rate=0.1),
+                      k.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"], scoped=False)
+        if cls is not None:
+            made = cls([k.Input((3,)), *made.layers])
+        made.compile(optimizer=k.optimizers.SGD(learning_rate=0.1),
+                     loss=k.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+                     steps_per_execution=n)
+        return made
+
+    def dataset() -> Any:
+        return data.Dataset.from_tensor_slices((x, y))
+
+    out: Result = {}
+    for label, n, make, kwargs in (
+            ("known", 2, lambda: dataset().batch(2), {}),
+            ("repeated_steps_per_epoch", 2, lambda: dataset().repeat().batch(2), {"steps_per_epoch": 5}),
+            ("unknown", 2, lambda: dataset().filter(lambda a, b: b >= 0).batch(2), {}),
+            ("steps_per_epoch_past_the_data", 3, lambda: dataset().batch(2), {"steps_per_epoch": 4}),
+            ("more_than_an_epoch", 7, lambda: dataset().batch(3), {}),
+            ("arrays", 3, None, {"batch_size": 4, "shuffle": False, "validation_data": (x[:6], y[:6]),
+                                 "validation_batch_size": 2})):
+        fitted, recorder = model(n), _batch_recorder(env)
+
+        def run(fitted: Any = fitted, recorder: Any = recorder, make: Any = make, kwargs: Any = kwargs) -> Any:
+            inputs = (x, y) if make is None else (make(),)
+            history = fitted.fit(*inputs, epochs=2, verbose=0, callbacks=[recorder], **kwargs)
+            return {"history": _history(history), "calls": recorder.calls, "weights": fitted.get_weights()}
+        result, caught = warned(run)
+        out[label] = {"result": result, "warnings": [m for m in caught if "shuffle" not in m]}
+
+    tested, recorder = model(2), _batch_recorder(env)
+    for label, make, kwargs in (("evaluate", lambda: dataset().batch(2), {}),
+                                ("evaluate_steps", lambda: dataset().batch(2), {"steps": 3}),
+                                ("evaluate_unknown", lambda: dataset().filter(lambda a, b: b >= 0).batch(3), {}),
+                                ("predict", lambda: data.Dataset.from_tensor_slices(x).batch(3), {}),
+                                ("predict_steps", lambda: data.Dataset.from_tensor_slices(x).batch(3), {"steps": 3}),
+                                ("predict_unknown", lambda: data.Dataset.from_tensor_slices(x).filter(
+                                    lambda a: a[0] > -5).batch(4), {}),
+                                ("predict_arrays", None, {"batch_size": 4}),
+                                ("predict_arrays_steps_past_the_data", None, {"batch_size": 4, "steps": 4})):
+        recorder.calls = []
+        if label.startswith("predict"):
+            run = lambda make=make, kwargs=kwargs: tested.predict(  # noqa: E731
+                x if make is None else make(), verbose=0, callbacks=[recorder], **kwargs)
+        else:
+            run = lambda make=make, kwargs=kwargs: np.asarray(tested.evaluate(  # noqa: E731
+                make(), verbose=0, callbacks=[recorder], **kwargs), np.float32)
+        result, caught = warned(run)
+        out[label] = {"result": result, "calls": recorder.calls, "warnings": caught}
+
+    class LastLogs(k.Sequential):
+        """A train_step whose logs name the step (the optimizer's count after it)."""
+
+        def train_step(self, batch: Any) -> Any:
+            super().train_step(batch)
+            return {"step": k.ops.cast(self.optimizer.iterations, "float32")}
+
+    custom, recorder = model(3, LastLogs), _batch_recorder(env)
+    history = custom.fit(dataset().batch(2), epochs=2, verbose=0, callbacks=[recorder], shuffle=False)
+    out["custom_step"] = {"history": _history(history), "calls": recorder.calls}
+
+    class StopAfterStep3(k.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.model.stop_training = batch >= 3
+
+    stopped, recorder = model(2), _batch_recorder(env)
+    history = stopped.fit(dataset().batch(2), epochs=2, verbose=0, callbacks=[recorder, StopAfterStep3()],
+                          shuffle=False)
+    out["stop_training"] = {"history": _history(history), "calls": recorder.calls,
+                            "iterations": int(stopped.optimizer.iterations.numpy())}
+    out["compile_config"] = model(4).get_compile_config()["steps_per_execution"]
+    for bad in (0, 1.5, "auto", None):
+        out[f"bad_{bad}"] = attempt(lambda bad=bad: model(bad).fit(x, y, epochs=1, verbose=0) and None)
+    return out
+
+
 @case
 def fit_repeat_steps_per_epoch(env: KerasEnv) -> Result:
     """A repeated dataset with steps_per_epoch (the tutorial's shape): 8 examples, global batches of 4."""
