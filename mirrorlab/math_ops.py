@@ -5,6 +5,7 @@ gradients on a recording tape; those TF gives no gradient (rounding, floor divis
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +17,10 @@ from .array_ops import (FLOAT_TYPES, _arithmetic, _operands, _tensor, _unary, ch
 from .autodiff import untracked, watched, with_gradient
 from .collective.group import truediv_dtype
 from .constant import constant
+from .nn_kernels import exp as exp_kernel
 from .tensor import array_module, integer_division
 
-__all__ = ["ceil", "divide_no_nan", "floor", "floordiv", "floormod", "log1p", "logical_and", "logical_not",
+__all__ = ["ceil", "divide_no_nan", "erf", "erfc", "expm1", "floor", "floordiv", "floormod", "log1p", "logical_and", "logical_not",
            "logical_or", "mod", "multiply_no_nan", "pow", "reciprocal", "reduce_euclidean_norm", "reduce_logsumexp",
            "reduce_std", "reduce_variance", "round", "rsqrt", "sign", "squared_difference"]
 
@@ -75,6 +77,42 @@ def rsqrt(x: Any, name: str | None = None) -> Any:
 def log1p(x: Any, name: str | None = None) -> Any:
     """``log(1 + x)`` (floats)."""
     return _unary(x, np.log1p, FLOAT_TYPES, "log1p", lambda g, v, r: g / (1 + v))
+
+
+def expm1(x: Any, name: str | None = None) -> Any:
+    """``exp(x) - 1`` without its cancellation near 0 (floats); the gradient ``g * exp(x)``, as TF's."""
+    return _unary(x, np.expm1, FLOAT_TYPES, "expm1", lambda g, v, r: g * exp_kernel(v))
+
+
+def _special(name: str) -> Callable[[Any], Any]:
+    """The C library's double-precision ``erf``/``erfc`` element-wise, rounded to the input's dtype (CuPy's own on a
+    GPU). TF's float32 kernels are an approximation within a few units in the last place of this."""
+    scalar = np.frompyfunc(getattr(math, name), 1, 1)
+
+    def apply(value: Any) -> Any:
+        if array_module(value) is not np:
+            from cupyx.scipy import special  # (only reached with CuPy arrays)
+            return getattr(special, name)(value)
+        return np.asarray(scalar(np.asarray(value, np.float64)), np.float64).astype(value.dtype)
+
+    return apply
+
+
+def _erf_derivative(sign: float) -> Callable[[Any, Any, Any], Any]:
+    """TF's gradient of erf (``sign`` 1) and erfc (-1): ``g * (sign * 2 / sqrt(pi)) * exp(-x * x)``."""
+    def derivative(g: Any, v: Any, r: Any) -> Any:
+        return g * v.dtype.type(sign * 2 / np.sqrt(np.pi)) * exp_kernel(-(v * v))
+    return derivative
+
+
+def erf(x: Any, name: str | None = None) -> Any:
+    """The Gauss error function (floats)."""
+    return _unary(x, _special("erf"), _REAL_TYPES, "erf", _erf_derivative(1.0))
+
+
+def erfc(x: Any, name: str | None = None) -> Any:
+    """``1 - erf(x)`` without its cancellation for large ``x`` (floats)."""
+    return _unary(x, _special("erfc"), _REAL_TYPES, "erfc", _erf_derivative(-1.0))
 
 
 def pow(x: Any, y: Any, name: str | None = None) -> Any:  # noqa: A001 (TF's name)

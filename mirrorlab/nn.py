@@ -11,6 +11,7 @@ import numpy as np
 from . import errors
 from .array_ops import relu, sigmoid, tanh
 from .autodiff import track, unbroadcast, untracked
+from .composed_activations import gelu
 from .distribute import context
 from .nn_ops import (bias_add, elu, l2_loss, leaky_relu, log_softmax, moments, relu6, selu,
                      sigmoid_cross_entropy_with_logits, silu, softmax, softmax_cross_entropy_with_logits, softplus, softsign,
@@ -21,7 +22,7 @@ from .tensor import as_tensor, asarray, like, to_host
 __all__ = ["compute_average_loss", "scale_regularization_loss", "relu", "sigmoid", "tanh", "softmax", "log_softmax",
            "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
            "sigmoid_cross_entropy_with_logits", "l2_loss", "relu6", "leaky_relu", "elu", "selu", "softplus", "softsign",
-           "silu", "swish", "bias_add", "moments"]
+           "silu", "swish", "gelu", "bias_add", "moments"]
 
 
 def broadcasting(op: Callable[[Any, Any], Any], name: str, a: Any, b: Any, fix: str) -> Any:

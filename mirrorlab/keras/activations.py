@@ -89,15 +89,33 @@ def _function_activation(fn: Callable[[Any], Any], name: str | None = None) -> A
 
 @functools.cache
 def _more_activations() -> dict[str, Activation]:
-    """Keras 3's other activations by name, as its TensorFlow backend computes them with TF's functions."""
+    """Keras 3's other element-wise activations by name, composed as its TensorFlow backend composes them of TF's
+    functions (the tape differentiates them)."""
     import mirrorlab as ml
+
+    def hard_sigmoid(z: Any) -> Any:
+        return ml.nn.relu6(z + 3.0) / 6.0
+
+    def shrink(z: Any, threshold: float = 0.5) -> Any:  # (soft_shrink)
+        return ml.where(z > threshold, z - threshold, ml.where(z < -threshold, z + threshold, ml.zeros_like(z)))
 
     functions = {"elu": ml.nn.elu, "selu": ml.nn.selu, "softplus": ml.nn.softplus, "softsign": ml.nn.softsign,
                  "silu": ml.nn.silu, "relu6": ml.nn.relu6, "exponential": ml.exp,
                  "leaky_relu": lambda z: ml.nn.leaky_relu(z, alpha=0.2), "log_softmax": ml.nn.log_softmax,
-                 "hard_sigmoid": lambda z: ml.clip_by_value(z / 6.0 + 0.5, 0.0, 1.0)}
+                 "hard_sigmoid": hard_sigmoid, "hard_silu": lambda z: z * hard_sigmoid(z),
+                 "gelu": lambda z: ml.nn.gelu(z, approximate=False), "log_sigmoid": ml.math.log_sigmoid,
+                 "celu": lambda z: ml.maximum(z, 0.0) + 1.0 * ml.math.expm1(ml.minimum(z, 0.0) / 1.0),
+                 "hard_tanh": lambda z: ml.clip_by_value(z, -1.0, 1.0),
+                 "mish": lambda z: z * ml.tanh(ml.math.softplus(z)), "soft_shrink": shrink,
+                 "hard_shrink": lambda z: ml.where(ml.abs(z) > 0.5, z, ml.zeros_like(z)),
+                 "sparse_plus": lambda z: ml.where(z <= -1, ml.zeros_like(z),
+                                                   ml.where(z < 1, (1 / 4) * ml.pow(z + 1, 2), z)),
+                 "squareplus": lambda z: (z + ml.sqrt(ml.square(z) + 4.0)) / 2,
+                 "tanh_shrink": lambda z: z - ml.tanh(z),
+                 "sparse_sigmoid": lambda z: ml.where(z <= -1, 0.0, ml.where(z >= 1, 1.0, 0.5 * (z + 1)))}
     named = {name: _function_activation(fn, name) for name, fn in functions.items()}
-    return {**named, "swish": named["silu"]}  # (Keras' alias: its config says silu)
+    # Keras' aliases, whose configs name the function they stand for
+    return {**named, "swish": named["silu"], "hard_swish": named["hard_silu"]}
 
 
 @functools.cache

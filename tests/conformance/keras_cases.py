@@ -800,6 +800,23 @@ def named_activations(env: KerasEnv) -> Result:
 
 
 @case
+def more_named_activations(env: KerasEnv) -> Result:
+    """Keras 3's element-wise activations composed of TF ops (gelu, celu, hard_silu and its alias hard_swish,
+    hard_tanh, log_sigmoid, mish, soft_shrink, hard_shrink, sparse_plus, squareplus, tanh_shrink, sparse_sigmoid):
+    values on inputs around their kinks, the layer config's name, and training under the strategy."""
+    k = env.keras
+    x, y = _examples(8, None)
+    z = np.linspace(-3, 3, 25).astype(np.float32)
+    out: Result = {}
+    for name in ("gelu", "celu", "hard_silu", "hard_swish", "hard_tanh", "log_sigmoid", "mish", "soft_shrink",
+                 "hard_shrink", "sparse_plus", "squareplus", "tanh_shrink", "sparse_sigmoid"):
+        model, loss = _fit_activation(env, name, x * 2, y)
+        out[name] = {"config": model.layers[0].get_config()["activation"], "weights": model.get_weights(),
+                     "loss": loss, "values": k.layers.Activation(name)(z)}
+    return out
+
+
+@case
 def reduce_lr_on_plateau(env: KerasEnv) -> Result:
     """ReduceLROnPlateau: patience, factor, cooldown, min_lr, min_delta and mode; the learning rate it logs each
     epoch; its argument check."""
