@@ -400,7 +400,8 @@ class Model(Layer):
         """Set the optimizer, loss, metrics (which ignore sample weights) and weighted metrics (which take them), in
         Keras 3's order; metric state is created in the model's strategy scope. ``run_eagerly`` and ``jit_compile``
         are kept (mirrorlab always runs eagerly); ``auto_scale_loss`` matters only to mixed precision, which mirrorlab
-        does not run. Loss weights and several steps per execution are refused with the fix."""
+        does not run. fit, evaluate and predict run ``steps_per_execution`` steps per execution (see
+        ``EpochIterator``). Loss weights are refused with the fix."""
         if loss_weights is not None:
             raise NotImplementedError("compile(loss_weights=...) is not supported: mirrorlab trains models of one "
                                       "output.\nFix: scale the loss itself (e.g. a loss function times the weight).")
