@@ -1,7 +1,8 @@
-"""More of ``tf.math``: rounding, reciprocals, powers, erf, erfc, expm1, floor division and modulo, logical operators, the
-NaN-safe products and quotients, and reductions composed of the differentiable ones (logsumexp, variance, standard
-deviation, Euclidean norm), with TF 2.21's dtypes, values and errors. Functions TF differentiates carry their
-gradients on a recording tape; those TF gives no gradient (rounding, floor division, logic) return plain arrays."""
+"""More of ``tf.math``: rounding, reciprocals, powers, erf, erfc, expm1, floor division and modulo, logical
+operators, the NaN-safe products and quotients, and reductions composed of the differentiable ones (logsumexp,
+variance, standard deviation, Euclidean norm), with TF 2.21's dtypes, values and errors. Functions TF differentiates
+carry their gradients on a recording tape; those TF gives no gradient (rounding, floor division, logic) return plain
+arrays."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from .nn_kernels import exp as exp_kernel
 from .tensor import array_module, integer_division
 
 __all__ = ["ceil", "divide_no_nan", "erf", "erfc", "expm1", "floor", "floordiv", "floormod", "log1p", "logical_and",
-           "logical_not", "logical_or", "mod", "multiply_no_nan", "pow", "reciprocal", "reduce_euclidean_norm", "reduce_logsumexp",
-           "reduce_std", "reduce_variance", "round", "rsqrt", "sign", "squared_difference"]
+           "logical_not", "logical_or", "mod", "multiply_no_nan", "pow", "reciprocal", "reduce_euclidean_norm",
+           "reduce_logsumexp", "reduce_std", "reduce_variance", "round", "rsqrt", "sign", "squared_difference"]
 
 _REAL_TYPES = "bfloat16, half, float, double"
 _SIGNED_TYPES = "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128"
