@@ -5,6 +5,6 @@ once per simulated worker in this process, on virtual time, with one seed fixing
 """
 
 from .cluster import RunResult, SimCluster, SimConfig
-from .faults import Crash, Cut, Delay, Drop, Fault, Slow
+from .faults import Crash, Cut, Delay, Drop, Fault, Preempt, Slow
 
-__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Slow", "Delay", "Drop", "Cut"]
+__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut"]

@@ -13,7 +13,7 @@ from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.runtime import Environment, WorkerRuntime
 
-from .faults import Crash, Slow
+from .faults import Crash, Preempt, Slow
 from .network import SimTransport
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class SimWorkerEnv(Environment):
         self._groups = 0
         self._io_counts: dict[str, int] = {}
         self._op_seeds = 0
+        self._terminating = False  # a Preempt fault has told this worker it will be terminated
 
     @property
     def task(self) -> tuple[str, int]:
@@ -105,9 +106,14 @@ class SimWorkerEnv(Environment):
                     or (collective is not None and fault.at_collective == collective)):
                 where = f"step {step}" if step is not None else f"collective #{collective}"
                 raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} before {where}")
+            if isinstance(fault, Preempt) and step is not None and fault.at_step == step:
+                self._terminating = True
             if isinstance(fault, Slow):
                 delay = fault.seconds_per_step if step is not None else fault.seconds_per_collective
                 self.run.scheduler.sleep(delay)
+
+    def termination_noticed(self) -> bool:
+        return self._terminating
 
     def io_point(self, what: str) -> None:
         """A point inside a file write (``checkpoint-commit``) where a Crash(during_save=k) strikes."""

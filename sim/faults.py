@@ -1,4 +1,5 @@
-"""Faults to inject into a simulated cluster: crashes, stragglers, and message delays, drops and cuts.
+"""Faults to inject into a simulated cluster: crashes, preemption notices, stragglers, and message delays, drops
+and cuts.
 
 Each fault is a small frozen dataclass whose repr is valid Python, so a failing run's replay line
 reproduces it exactly. Message faults act through the network's single routing hook.
@@ -10,7 +11,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-__all__ = ["Fault", "Crash", "Slow", "Delay", "Drop", "Cut", "route_delay"]
+__all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "route_delay"]
 
 
 class Fault:
@@ -36,6 +37,15 @@ class Crash(Fault):
         if sum(x is not None for x in (self.at_step, self.at_collective, self.during_save)) != 1:
             raise ValueError(f"{self!r}: give exactly one of at_step=, at_collective= or during_save= "
                              "(all count from 1).")
+
+
+@dataclass(frozen=True, repr=False)
+class Preempt(Fault):
+    """Tell ``worker`` it will be terminated (a SIGTERM) just before its ``at_step``-th ``strategy.run``: a
+    ``PreemptionCheckpointHandler`` then has every worker save and exit. The worker goes on running until then."""
+
+    worker: int
+    at_step: int
 
 
 @dataclass(frozen=True, repr=False)

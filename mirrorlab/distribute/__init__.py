@@ -10,6 +10,7 @@ from .context import (experimental_set_strategy, get_replica_context, get_strate
 from .cross_device_ops import CrossDeviceOps, HierarchicalCopyAllReduce, NcclAllReduce, ReductionToOneDevice
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset, DistributedIterator, InputOptions, InputReplicationMode
+from .preemption import PreemptionCheckpointHandler, TerminationConfig
 from .replica_context import ReplicaContext
 from .strategy import (ExperimentalMultiWorkerMirroredStrategy, MirroredStrategy, MultiWorkerMirroredStrategy,
                        OneDeviceStrategy, RunOptions, Strategy, StrategyExtended)
@@ -20,7 +21,8 @@ experimental = SimpleNamespace(CommunicationOptions=CommunicationOptions,
                                CommunicationImplementation=CommunicationImplementation,
                                CollectiveCommunication=CollectiveCommunication, CollectiveHints=CollectiveHints,
                                MultiWorkerMirroredStrategy=ExperimentalMultiWorkerMirroredStrategy,
-                               ValueContext=ValueContext)
+                               PreemptionCheckpointHandler=PreemptionCheckpointHandler,
+                               TerminationConfig=TerminationConfig, ValueContext=ValueContext)
 cluster_resolver = SimpleNamespace(ClusterResolver=ClusterResolver, SimpleClusterResolver=SimpleClusterResolver,
                                    TFConfigClusterResolver=TFConfigClusterResolver)
 

@@ -83,6 +83,11 @@ class Environment(ABC):
         """This task's runtime in the multi-worker cluster; ``rank`` is its id in the cluster and
         ``names[r]`` worker r's task name."""
 
+    def termination_noticed(self) -> bool:
+        """Whether this worker has been told it will be terminated (a simulated preemption; a real process learns
+        it from SIGTERM, which ``PreemptionCheckpointHandler`` catches itself)."""
+        return False
+
     @abstractmethod
     def default_device_type(self) -> tuple[str, int]:
         """("GPU", n) when this worker has n GPUs, else ("CPU", 1)."""

@@ -123,6 +123,10 @@ class Checkpoint:
         self._restore.give({name: value})
         restore_on_create(self)  # this checkpoint may itself be nested in one that is restoring
 
+    def _distribute_strategy(self) -> Any:
+        """The strategy the saved variables belong to (the current one if none is distributed)."""
+        return _strategy_of(object_graph(self._checkpoint_children()).variables)
+
     def _checkpoint_children(self) -> dict[str, Any]:
         """What the checkpoint saves (also when nested in another one): ``root``'s children, the keyword
         arguments and later attributes in the order they were given, and the counter once it exists."""
