@@ -99,6 +99,9 @@ def _special(name: str) -> Callable[[Any], Any]:
     return apply
 
 
+_ERF, _ERFC = _special("erf"), _special("erfc")
+
+
 def _erf_derivative(sign: float) -> Callable[[Any, Any, Any], Any]:
     """TF's gradient of erf (``sign`` 1) and erfc (-1): ``g * (sign * 2 / sqrt(pi)) * exp(-x * x)``."""
     def derivative(g: Any, v: Any, r: Any) -> Any:
@@ -108,12 +111,12 @@ def _erf_derivative(sign: float) -> Callable[[Any, Any, Any], Any]:
 
 def erf(x: Any, name: str | None = None) -> Any:
     """The Gauss error function (floats)."""
-    return _unary(x, _special("erf"), _REAL_TYPES, "erf", _erf_derivative(1.0))
+    return _unary(x, _ERF, _REAL_TYPES, "erf", _erf_derivative(1.0))
 
 
 def erfc(x: Any, name: str | None = None) -> Any:
     """``1 - erf(x)`` without its cancellation for large ``x`` (floats)."""
-    return _unary(x, _special("erfc"), _REAL_TYPES, "erfc", _erf_derivative(-1.0))
+    return _unary(x, _ERFC, _REAL_TYPES, "erfc", _erf_derivative(-1.0))
 
 
 def pow(x: Any, y: Any, name: str | None = None) -> Any:  # noqa: A001 (TF's name)

@@ -163,6 +163,7 @@ class PreemptionCheckpointHandler:
             self._step_to_checkpoint = self._run_counter + 1
 
     def _check_preemption_and_maybe_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        """At the agreed call: save and exit (the arguments go to the save); at any other: agree on notices."""
         if self._step_to_checkpoint is not None and self._step_to_checkpoint == self._run_counter:
             self._save(*args, **kwargs)
             if self._made_manager and not self._is_chief:  # (the workertemp_<id> directory beside checkpoint_dir)

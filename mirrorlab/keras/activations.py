@@ -96,7 +96,7 @@ def _more_activations() -> dict[str, Activation]:
     def hard_sigmoid(z: Any) -> Any:
         return ml.nn.relu6(z + 3.0) / 6.0
 
-    def shrink(z: Any, threshold: float = 0.5) -> Any:  # (soft_shrink)
+    def soft_shrink(z: Any, threshold: float = 0.5) -> Any:
         return ml.where(z > threshold, z - threshold, ml.where(z < -threshold, z + threshold, ml.zeros_like(z)))
 
     functions = {"elu": ml.nn.elu, "selu": ml.nn.selu, "softplus": ml.nn.softplus, "softsign": ml.nn.softsign,
@@ -106,7 +106,7 @@ def _more_activations() -> dict[str, Activation]:
                  "gelu": lambda z: ml.nn.gelu(z, approximate=False), "log_sigmoid": ml.math.log_sigmoid,
                  "celu": lambda z: ml.maximum(z, 0.0) + 1.0 * ml.math.expm1(ml.minimum(z, 0.0) / 1.0),
                  "hard_tanh": lambda z: ml.clip_by_value(z, -1.0, 1.0),
-                 "mish": lambda z: z * ml.tanh(ml.math.softplus(z)), "soft_shrink": shrink,
+                 "mish": lambda z: z * ml.tanh(ml.math.softplus(z)), "soft_shrink": soft_shrink,
                  "hard_shrink": lambda z: ml.where(ml.abs(z) > 0.5, z, ml.zeros_like(z)),
                  "sparse_plus": lambda z: ml.where(z <= -1, ml.zeros_like(z),
                                                    ml.where(z < 1, (1 / 4) * ml.pow(z + 1, 2), z)),

@@ -22,7 +22,7 @@ from typing import Any
 from ..data.dataset import Dataset
 from ..distribute.input_lib import DistributedDataset
 
-__all__ = ["EpochIterator", "RAN_OUT", "checked_steps_per_execution"]
+__all__ = ["EpochIterator", "RAN_OUT"]
 
 RAN_OUT = ("Your input ran out of data; interrupting training. Make sure that your dataset or generator can generate "
            "at least `steps_per_epoch * epochs` batches. You may need to use the `.repeat()` function when building "
@@ -40,7 +40,7 @@ def _known_batches(data: Iterable[Any]) -> int | None:
     return int(cardinality) if int(cardinality) >= 0 else None
 
 
-def checked_steps_per_execution(value: Any) -> int:
+def _checked_steps_per_execution(value: Any) -> int:
     """``compile(steps_per_execution=...)`` as the step of Keras' range of executions, with the errors that range
     raises in TF (at fit, evaluate or predict) and the fix."""
     fix = "\nFix: compile the model with steps_per_execution set to a positive integer (1 runs one step per call)."
@@ -59,13 +59,15 @@ def checked_steps_per_execution(value: Any) -> int:
 class EpochIterator:
     """The executions of each epoch of ``fit`` over ``data`` and, for each, its batches.
 
-    ``num_batches`` is the data's number of batches where its cardinality cannot tell (arrays cut into batches)."""
+    ``steps_per_execution`` is the model's compile setting as given (checked here, where Keras' loop fails on a bad
+    one); ``num_batches`` is the data's number of batches where its cardinality cannot tell (arrays cut into
+    batches)."""
 
-    def __init__(self, data: Iterable[Any], steps_per_epoch: int | None, steps_per_execution: int = 1,
+    def __init__(self, data: Iterable[Any], steps_per_epoch: int | None, steps_per_execution: Any = 1,
                  num_batches: int | None = None) -> None:
         self._data = data
         self._steps_per_epoch = steps_per_epoch
-        self._per_execution = steps_per_execution
+        self.steps_per_execution = _checked_steps_per_execution(steps_per_execution)
         self._num_batches = _known_batches(data) if num_batches is None else num_batches
         self._iterator: Iterator[Any] | None = None
         self._seen = 0
@@ -75,7 +77,7 @@ class EpochIterator:
         with ``execution`` (and may stop early, which leaves the iterator where it is, as leaving Keras' loop does)."""
         if self._iterator is None or self._steps_per_epoch is None:
             self._iterator, self._seen = iter(self._data), 0
-        per = self._per_execution
+        per = self.steps_per_execution
         limit = self._steps_per_epoch or self._num_batches or None  # no batches known: try until the end
         begin = 0
         while limit is None or begin < limit:
@@ -95,7 +97,7 @@ class EpochIterator:
         """The current execution's batches: up to ``steps_per_execution`` of them, fewer when the data ends after
         the first; none when it has ended already (the epoch stops, with Keras' warning; the next one starts a
         fresh pass)."""
-        for index in range(self._per_execution):
+        for index in range(self.steps_per_execution):
             try:
                 batch = next(self._iterator)
             except StopIteration:

@@ -38,7 +38,7 @@ from .saving.serialization import deserialize_keras_object, serialize_keras_obje
 from .callbacks import BatchLogs, Callback, CallbackList, History, pythonify_logs
 from .compile_metrics import CompileMetrics
 from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_x_y_sample_weight
-from .epoch_iterator import EpochIterator, checked_steps_per_execution
+from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer, shape_from_json, symbolic_inputs, takes_training
 from .naming import auto_name
 
@@ -681,8 +681,7 @@ class Model(Layer):
         self._initial_epoch = None
         cbs.on_train_begin()
         start = initial_epoch if self._initial_epoch is None else max(initial_epoch, self._initial_epoch)
-        per_execution = checked_steps_per_execution(self.steps_per_execution)
-        epoch_iterator = EpochIterator(data, steps_per_epoch, per_execution)
+        epoch_iterator = EpochIterator(data, steps_per_epoch, self.steps_per_execution)
         trained = False  # a step ran: from then on every epoch logs the metrics (reset ones after an empty epoch)
         training_logs = None
         custom, step_logs = self._custom("train_step"), {}  # (a subclass's own step: its last logs, as Keras keeps)
@@ -698,7 +697,8 @@ class Model(Layer):
                     built = True
                 count, logs = self._run_execution("train_step", epoch_iterator.execution())
                 if not count:
-                    if per_execution == 1 and not self.run_eagerly and self.jit_compile is not True:
+                    single = epoch_iterator.steps_per_execution == 1
+                    if single and not self.run_eagerly and self.jit_compile is not True:
                         # TF's traced step runs what does not wait for the batch before its get_next fails (with
                         # several steps per execution, Keras asks for an optional batch first and runs nothing)
                         self.optimizer._step_without_data(self.trainable_variables)
@@ -741,8 +741,7 @@ class Model(Layer):
         self.stop_evaluating = False  # (a callback may set it to stop after its batch, as in Keras)
         cbs.on_test_begin()
         self._reset_metrics()
-        # one epoch: ``steps`` batches or one pass, as Keras reads them
-        batches = EpochIterator(data, steps, checked_steps_per_execution(self.steps_per_execution))
+        batches = EpochIterator(data, steps, self.steps_per_execution)  # one epoch: ``steps`` batches or one pass
         count, custom, step_logs = 0, self._custom("test_step"), {}
         for begin, end in batches.steps():
             cbs.on_test_batch_begin(begin)
@@ -774,7 +773,6 @@ class Model(Layer):
         replica reads its own copies of the variables, which differ for BatchNormalization's moving statistics);
         without one, arrays are computed locally; ``steps`` stops after that many batches. ``callbacks`` get the
         predict hooks (each batch's ``{"outputs": ...}``)."""
-        per_execution = checked_steps_per_execution(self.steps_per_execution)
         local = not isinstance(x, (Dataset, DistributedDataset))
         if local:
             x = as_arrays(x)
@@ -783,11 +781,11 @@ class Model(Layer):
                 x, local = Dataset.from_tensor_slices((x,)).batch(size), False
             else:
                 batches = EpochIterator((nest.map_structure(lambda a, i=i: a[i:i + size], x)
-                                         for i in range(0, samples, size)), steps, per_execution,
+                                         for i in range(0, samples, size)), steps, self.steps_per_execution,
                                         num_batches=-(-samples // size))
         if not local:
             data = self._strategy.experimental_distribute_dataset(x) if isinstance(x, Dataset) else x
-            batches = EpochIterator(data, steps, per_execution)
+            batches = EpochIterator(data, steps, self.steps_per_execution)
             self._prepare(data)
         cbs = self._callback_list(callbacks, verbose, steps)
         self.stop_predicting = False  # (a callback may set it to stop after its batch, as in Keras)
