@@ -6,19 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import as_tensor, read_array_likes
+from .tensor import OUT_OF_RANGE, as_tensor, out_of_int64, read_array_likes
 
 __all__ = ["constant"]
 
 _BOOL_INTS = (np.dtype(np.int32), np.dtype(np.int64))  # the integer dtypes TF converts Python booleans to
-_INT64 = (-(1 << 63), 1 << 63)
-
-
-def _out_of_int64(value: Any) -> bool:
-    """Whether a Python value holds an int outside int64's range (TF refuses it for integer dtypes)."""
-    if isinstance(value, (list, tuple)):
-        return any(_out_of_int64(v) for v in value)
-    return isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value < _INT64[1]
 
 
 def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None) -> np.ndarray:
@@ -33,15 +25,19 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
         array = as_tensor(value)
     else:
         dtype = np.dtype(dtype)
-        if python and dtype.kind in "iu" and _out_of_int64(value):
-            raise ValueError("Can't convert Python sequence with out-of-range integer to Tensor.")
-        array = np.asarray(read_array_likes(value), dtype=object if python and _out_of_int64(value) else None)
+        huge = python and out_of_int64(value)  # TF converts such ints only to floats
+        if huge and dtype.kind != "f":
+            raise ValueError(OUT_OF_RANGE)
+        array = np.asarray(read_array_likes(value), dtype=object if huge else None)
         if python and array.size and ((dtype.kind in "iu" and array.dtype.kind in "fc") or
                        (dtype.kind == "b" and array.dtype.kind in "iufc") or
                        (array.dtype.kind == "b" and dtype.kind in "iuc" and dtype not in _BOOL_INTS)):
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
-        array = array.astype(np.int64).astype(dtype) if array.dtype.kind in "iu" and dtype.kind in "iu" \
-            else array.astype(dtype)
+        try:
+            array = array.astype(np.int64).astype(dtype) if array.dtype.kind in "iu" and dtype.kind in "iu" \
+                else array.astype(dtype)
+        except OverflowError:  # an int beyond even float64's range
+            raise ValueError(OUT_OF_RANGE) from None
     if shape is not None:
         shape = tuple(int(d) for d in np.atleast_1d(shape))
         if array.size != 1 and array.size != int(np.prod(shape)):

@@ -26,6 +26,16 @@ NO_DEVICE = contextlib.nullcontext()  # reusable: variable updates on the NumPy 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 STRING = np.dtype(object)  # TF's tf.string, as its ``as_numpy_dtype``
 MIXED_TYPES = "Can't convert Python sequence with mixed types to Tensor."
+OUT_OF_RANGE = ("Can't convert Python sequence with out-of-range integer to Tensor.\nFix: Python ints must fit int64 "
+                "(give a float, or a NumPy array of the dtype you want).")
+INT64_RANGE = (-(1 << 63), 1 << 63)
+
+
+def out_of_int64(value: Any) -> bool:
+    """Whether a Python value (or nested list) holds an int outside int64's range, which TF refuses to infer."""
+    if isinstance(value, (list, tuple)):
+        return any(out_of_int64(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and not INT64_RANGE[0] <= value < INT64_RANGE[1]
 
 
 def is_string(dtype: Any) -> bool:
@@ -148,6 +158,8 @@ def as_tensor(value: Any) -> Any:
     if isinstance(value, bool):
         return np.asarray(value, dtype=np.bool_)
     if isinstance(value, int):
+        if out_of_int64(value):
+            raise ValueError(OUT_OF_RANGE)
         return np.asarray(value, dtype=np.int32 if _INT32_MIN <= value <= _INT32_MAX else np.int64)
     if isinstance(value, float):
         return np.asarray(value, dtype=np.float32)
@@ -157,6 +169,8 @@ def as_tensor(value: Any) -> Any:
         return np.asarray(value)
     if isinstance(value, (list, tuple)):
         value = read_array_likes(value)
+        if out_of_int64(value):
+            raise ValueError(OUT_OF_RANGE)
         try:
             arr = np.asarray(value)
         except ValueError as error:

@@ -15,7 +15,8 @@ from .autodiff import Tracked, untracked, watched
 from .collective.group import tf_dtype
 from .constant import constant
 from .indexed_slices import dense
-from .tensor import IndexedSlices, as_tensor, canonical, dtype_name, is_cupy, is_string, list_leaves
+from .tensor import IndexedSlices, as_tensor, canonical, dtype_name, is_cupy, is_string, list_leaves, \
+    out_of_int64
 
 __all__ = ["convert_to_tensor", "is_tensor"]
 
@@ -90,12 +91,14 @@ def _cast_array(array: Any, target: np.dtype | None) -> Any:
 
 def _python(value: Any, target: np.dtype | None) -> Any:
     """A Python value (number, string or nested list) as ``tf.constant`` converts it, with TF's errors."""
-    array = as_tensor(value)
+    huge = out_of_int64(value)
+    if target is None or not huge or target.kind != "f":  # (TF converts ints beyond int64 only to floats)
+        array = as_tensor(value)
     if target is None:
         return array
     strings = [isinstance(leaf, (str, bytes)) for leaf in list_leaves(value)]
     if (any(strings) and not is_string(target)) or (is_string(target) and not all(strings)) or \
-            (array.dtype.kind == "c" and target.kind != "c"):
+            (not huge and array.dtype.kind == "c" and target.kind != "c"):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {tf_dtype(target)}\nFix: pass values "
                         "of that kind (numbers for a numeric dtype, strings for tf.string).")
     return canonical(array) if is_string(target) else constant(value, target)

@@ -81,6 +81,32 @@ def test_only_tf_runtime_errors_are_ignored():
         list(Dataset.range(3).map(broken).ignore_errors())
 
 
+def test_a_generators_own_error_is_a_runtime_error_and_ends_it():
+    """TF runs the generator at iteration time, so its error is an InvalidArgumentError naming the Python error (the
+    original chained as the cause); ignored, it ends the dataset, as a Python generator that raised is finished."""
+    def generate():
+        yield 1
+        raise KeyError("lost")
+
+    with pytest.raises(ml.errors.InvalidArgumentError, match="KeyError: 'lost'") as raised:
+        list(Dataset.from_generator(generate, output_types=np.int64, output_shapes=()))
+    assert isinstance(raised.value.__cause__, KeyError)
+    assert values(Dataset.from_generator(generate, output_types=np.int64, output_shapes=()).ignore_errors()) == [1]
+
+
+def test_an_unknown_rank_signature_converts_as_convert_to_tensor():
+    """One TensorSpec of unknown rank: TF converts each element with ``convert_to_tensor`` (Python floats refused
+    for integers, NumPy values cast, Python ints wrapped), not with NumPy's casts; results seen in TF 2.21."""
+    def generated(dtype):
+        return Dataset.from_generator(lambda: iter([2.5, True, "5", np.float32(3.7), [1, 2], 300]),
+                                      output_signature=ml.TensorSpec(None, dtype))
+
+    assert values(generated(ml.int64).ignore_errors()) == [1, 3, [1, 2], 300]
+    assert values(generated(ml.uint8).ignore_errors()) == [3, [1, 2], 44]
+    with pytest.raises(ml.errors.InvalidArgumentError, match="did not match the expected structure"):
+        list(generated(ml.int64))
+
+
 def test_log_warning_logs_each_ignored_error(caplog):
     with caplog.at_level(logging.WARNING, logger="mirrorlab"):
         assert values(failing_at(5, {1, 3}).ignore_errors(log_warning=True)) == [0, 2, 4]

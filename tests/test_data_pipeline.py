@@ -698,7 +698,9 @@ def test_from_generator_converts_checks_and_restarts_the_generator():
                                                           r"shape \(2,\) was expected"):
         list(Dataset.from_generator(lambda: iter([[1, 2, 3]]), output_types=np.int32, output_shapes=(2,)))
     with pytest.raises(errors.InvalidArgumentError, match="could not be converted to the expected type"):
-        list(Dataset.from_generator(lambda: iter([1.5]), output_types=np.int32))
+        list(Dataset.from_generator(lambda: iter(["a"]), output_types=np.int32, output_shapes=()))
+    with pytest.raises(errors.InvalidArgumentError, match="did not match the expected structure"):
+        list(Dataset.from_generator(lambda: iter([1.5]), output_types=np.int32))  # converted as convert_to_tensor
     with pytest.raises(errors.NotFoundError, match="unshardable source dataset: GeneratorDataset"):
         from mirrorlab.data.sharding import shard_by_file
         shard_by_file(unknown, 2, 0)

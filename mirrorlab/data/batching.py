@@ -21,7 +21,7 @@ from .dataset import (UNKNOWN_CARDINALITY, CacheDataset, Dataset, DatasetSpec, F
                       UnaryDataset, UnknownSpecError, cdiv, cmod, counted, pipeline_options)
 from .cardinality import AssertCardinalityDataset
 from .combining import ConcatenateDataset, ZipDataset
-from .failures import Failed, attempt, elements
+from .failures import Failed, attempt, elements, failure
 from .shuffling import ShuffleDataset
 from .sources import ElementsDataset
 from .tensors import canonical
@@ -197,9 +197,10 @@ class UnbatchDataset(UnaryDataset):
             sizes = [int(np.shape(c)[0]) for c in nest.flatten(element)]
             if len(set(sizes)) > 1:
                 other = next(k for k, size in enumerate(sizes) if size != sizes[0])
-                raise errors.InvalidArgumentError(
+                yield failure(errors.InvalidArgumentError(
                     f"Input element must have the same batch size in each component. Component 0 had size "
-                    f"{sizes[0]} but component {other} had size, {sizes[other]}.")
+                    f"{sizes[0]} but component {other} had size, {sizes[other]}."))
+                continue
             for i in range(sizes[0] if sizes else 0):
                 yield nest.map_structure(lambda c: canonical(c[i]), element)
 

@@ -11,11 +11,14 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
+from ..tensor import dtype_name
+from ..tensor_conversion import convert_to_tensor
+from ..tensor_shape import TensorShape
 from .dataset import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, TensorSpec, UnknownSpecError, counted,
                       merged_element_specs, merged_spec)
-from .failures import Failed, elements
+from .failures import Failed, attempt, elements, failure
 from .sources import SourceDataset
-from .tensors import canonical, to_element
+from .tensors import canonical, is_string
 
 __all__ = ["ZipDataset", "ConcatenateDataset", "ChooseDataset", "GeneratorDataset", "zip_datasets",
            "signature_from_types"]
@@ -156,7 +159,8 @@ class ChooseDataset(Dataset):
                 continue
             index = int(choice)
             if not 0 <= index < len(sources):
-                raise errors.InvalidArgumentError(f"Selector index out of range: {index} >= {len(sources)}")
+                yield failure(errors.InvalidArgumentError(f"Selector index out of range: {index} >= {len(sources)}"))
+                continue
             if ended[index]:
                 continue
             value = next(sources[index], _END)
@@ -187,8 +191,20 @@ class GeneratorDataset(SourceDataset):
         self.args = args
 
     def _iterate(self) -> Iterator[Any]:
-        for value in self.generator(*self.args):
-            yield _structured(self.signature, value)
+        """The generator's elements, converted; as in TF, an error the generator raises is an InvalidArgumentError
+        (an ``ignore_errors()`` then asks the generator for its next element, as TF's does)."""
+        iterator = iter(self.generator(*self.args))
+        while True:
+            try:
+                value = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - TF's py_func reports any Python error this way
+                error = errors.InvalidArgumentError(f"{type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                yield failure(error)
+                continue
+            yield attempt(_structured, self.signature, value)
 
     @property
     def element_spec(self) -> Any:
@@ -216,40 +232,69 @@ def signature_from_types(types: Any, shapes: Any) -> Any:
 
 
 def _structured(signature: Any, value: Any) -> Any:
-    """``value`` in the signature's structure, converted: tuples and dicts are structure, anything where the
-    signature has a TensorSpec is one tensor (a Python list too, as in tf.data)."""
+    """``value`` in the signature's structure, converted as TF's ``from_generator`` converts it: tuples and dicts
+    are structure, anything where the signature has a TensorSpec is one tensor (a Python list too). TF converts with
+    NumPy's casts (``2.5`` -> int64 ``2``), except for one TensorSpec of unknown rank, which it converts as
+    ``tf.convert_to_tensor`` does (``2.5`` -> int64 refused)."""
     def match(spec: Any, item: Any) -> Any:
         if isinstance(spec, TensorSpec):
-            return _conform(spec, item)
+            return _numpy_converted(spec, item)
         if isinstance(spec, dict) and isinstance(item, dict) and set(spec) == set(item):
             return type(spec)((k, match(spec[k], item[k])) for k in spec)
-        if isinstance(spec, tuple) and isinstance(item, (tuple, list)) and len(item) == len(spec):
+        if isinstance(spec, tuple) and isinstance(item, tuple) and len(item) == len(spec):  # (a list is one tensor)
             items = [match(s, i) for s, i in zip(spec, item)]
             return type(spec)(*items) if hasattr(type(spec), "_fields") else tuple(items)
-        raise TypeError(f"`generator` yielded an element that did not match the expected structure. The expected "
-                        f"structure was {signature}, but the yielded element was {value!r}.")
+        raise _mismatch(nest.map_structure(lambda s: _DtypeName(f"tf.{dtype_name(s.dtype)}"), signature), value)
 
+    if isinstance(signature, TensorSpec) and signature.shape is None:
+        try:
+            return canonical(np.asarray(convert_to_tensor(value, signature.dtype)))
+        except (TypeError, ValueError):
+            raise _mismatch(signature, value) from None
     return match(signature, value)
 
 
-def _conform(spec: TensorSpec, value: Any) -> Any:
-    array = to_element(value)
+class _DtypeName(str):
+    """A dtype's name that prints unquoted inside a structure, as TF's DTypes print (``(tf.int64, tf.string)``)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _mismatch(expected: Any, value: Any) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(f"TypeError: `generator` yielded an element that did not match the expected "
+                                       f"structure. The expected structure was {expected}, but the yielded element "
+                                       f"was {value}.")
+
+
+def _numpy_converted(spec: TensorSpec, value: Any) -> Any:
+    """One component as TF's ``from_generator`` converts it: NumPy's unsafe cast to a numeric dtype, NumPy's
+    conversion to bool; strings must be ``str`` (encoded as UTF-8) or ``bytes``. Then the shape is checked."""
     try:
-        converted = np.asarray(array).astype(spec.dtype, casting="same_kind")
-    except TypeError:
+        if spec.dtype.kind in "iufc":
+            converted = np.asarray(value).astype(spec.dtype)
+        else:
+            converted = np.asarray(value, dtype=spec.dtype)
+    except (TypeError, ValueError):
         raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element that could not be converted "
-                                          f"to the expected type. The expected type was {spec.dtype.name}, but the "
-                                          f"yielded element was {value!r}.") from None
-    converted = canonical(converted)
-    shape = converted.shape
-    if spec.shape is None:
-        return converted
-    if len(shape) != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, shape)):
+                                          f"to the expected type. The expected type was {dtype_name(spec.dtype)}, "
+                                          f"but the yielded element was {value}.") from None
+    if spec.shape is not None and not TensorShape(spec.shape).is_compatible_with(converted.shape):
         want = "(" + ", ".join("None" if d is None else str(d) for d in spec.shape) + ("," if len(spec.shape) == 1
                                                                                      else "") + ")"
-        raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element of shape {shape} where an "
-                                          f"element of shape {want} was expected.")
-    return converted
+        raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element of shape {converted.shape} "
+                                          f"where an element of shape {want} was expected.")
+    if is_string(spec.dtype):
+        for item in converted.flat:
+            if not isinstance(item, (str, bytes)):
+                raise errors.InternalError(f"Unsupported object type {_type_name(item)}")
+    return canonical(converted)
+
+
+def _type_name(item: Any) -> str:
+    """A Python type's name as TF's py_func names it (``float``, ``numpy.float32``)."""
+    kind = type(item)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
 
 
 _END = object()

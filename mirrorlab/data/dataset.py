@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from .. import errors, nest
+from ..dtypes import as_dtype
 from ..tensor_shape import TensorShape
 from ..tensor import tensor_view, tensors_out
 from .failures import Failed, attempt, carried, carrying, elements, ending, raising
 from .optional import Optional
 from .options import SHARD_HINT, Options
-from .tensors import STRING, call, int64_arg, is_string, numpy_value, to_element
+from .tensors import STRING, call, int64_arg, numpy_value, to_element
 
 __all__ = ["Dataset", "DatasetSpec", "TensorSpec", "agreed_specs", "ones_where_unknown", "UnknownSpecError",
            "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "AUTOTUNE", "cdiv", "cmod", "counted"]
@@ -71,7 +72,7 @@ class TensorSpec:
         if isinstance(shape, TensorShape):
             shape = shape.dims
         self.shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
-        self.dtype = STRING if is_string(dtype) else np.dtype(dtype)
+        self.dtype = as_dtype(dtype)
         self.name = name
 
     def __eq__(self, other: object) -> bool:

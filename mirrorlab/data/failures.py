@@ -19,7 +19,7 @@ from .. import errors
 if TYPE_CHECKING:
     from .dataset import Dataset
 
-__all__ = ["Failed", "carrying", "carried", "elements", "attempt", "raising", "ending"]
+__all__ = ["Failed", "carrying", "carried", "elements", "attempt", "failure", "raising", "ending"]
 
 _CARRYING: contextvars.ContextVar[bool] = contextvars.ContextVar("mirrorlab_data_carrying_failures", default=False)
 
@@ -60,6 +60,14 @@ def attempt(fn: Callable[..., Any], *args: Any) -> Any:
         if not _CARRYING.get():
             raise
         return Failed(error)
+
+
+def failure(error: errors.OpError) -> Failed:
+    """An error a node raises itself, after which TF's iterator goes on (a selector out of range, an element that
+    cannot be unbatched): while carrying, the ``Failed`` value to yield in its place; otherwise it is raised."""
+    if not _CARRYING.get():
+        raise error
+    return Failed(error)
 
 
 def raising(stream: Iterator[Any]) -> Iterator[Any]:

@@ -437,6 +437,36 @@ FIXED: dict[str, Callable[[Any], Any]] = {
                [m, data.Dataset.range(12)], data.Dataset.from_tensor_slices(
                    np.array([0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0], np.int64))),
        }.items()},
+    # errors an op raises itself, after which TF's iterator goes on (so an ignore_errors skips just that element)
+    "unbatch_sizes": lambda data: _unequal_rows(data).unbatch(),
+    "ignore_unbatch_sizes": lambda data: _unequal_rows(data).unbatch().ignore_errors(),
+    "choose_out_of_range": lambda data: _choose_out_of_range(data),
+    "ignore_choose_out_of_range": lambda data: _choose_out_of_range(data).ignore_errors(),
+    # from_generator with declared shapes: NumPy's casts, and TF's errors for what they cannot convert
+    "generator_casts_int64": lambda data: _generated(data, [2.5, 300, True, "5", b"7", np.float32(3.7), 2**40],
+                                                     np.int64),
+    "generator_casts_uint8": lambda data: _generated(data, [2.5, 300, True, "5", np.int64(2**40)], np.uint8),
+    "generator_casts_float32": lambda data: _generated(data, [2.5, 300, True, "5", "1.5", 1 + 2j], np.float32),
+    "generator_casts_bool": lambda data: _generated(data, [2.5, 0, 0.0, np.int32(3), "a"], np.bool_),
+    "generator_casts_vectors": lambda data: _generated(data, [[1.5, 2], np.array([3, 4], np.int8), (5, 6)],
+                                                       np.int32, (2,)),
+    "generator_unconvertible": lambda data: _generated(data, [1, "a", 2], np.int64),
+    "ignore_generator_unconvertible": lambda data: _generated(
+        data, [1, "a", None, [1, 2], 7, [[1], [2, 3]], [1.5, "2"], 8], np.int64).ignore_errors(),
+    "generator_string_number": lambda data: _generated(data, ["a", 3], "string"),
+    "ignore_generator_strings": lambda data: _generated(data, ["a", b"b", 3, 2.5, None, "c"], "string").ignore_errors(),
+    "generator_wrong_shape": lambda data: _generated(data, [[1, 2], [1, 2, 3]], np.int64, (2,)),
+    "ignore_generator_wrong_shape": lambda data: _generated(data, [[1, 2], [1, 2, 3], [], [4, 5]], np.int64,
+                                                            (2,)).ignore_errors(),
+    "generator_structure": lambda data: _generated(data, [(1, 2), 3, (4, 5)], (np.int64, np.int64), ((), ())),
+    "ignore_generator_structure": lambda data: _generated(data, [(1, 2), 3, (4, 5, 6), [7, 8]], (np.int64, np.int64),
+                                                          ((), ())).ignore_errors(),
+    "generator_python_types": lambda data: _generated(data, [(1.5, 1, "a")], (float, bool, object), ((), (), ())),
+    "generator_int_type": lambda data: _generated(data, [1], int),
+    "generator_str_type": lambda data: _generated(data, ["a"], str),
+    "generator_raises": lambda data: data.Dataset.from_generator(_raising, output_types=np.int64, output_shapes=()),
+    "ignore_generator_raises": lambda data: data.Dataset.from_generator(
+        _raising, output_types=np.int64, output_shapes=()).ignore_errors(),
     "window_flat_map_empty": lambda data: data.Dataset.range(0).window(4).flat_map(lambda w: w.batch(4)),
     "window_tuple_flat_map_empty": lambda data: data.Dataset.zip(
         (data.Dataset.range(3), data.Dataset.range(3).batch(2))).skip(5).window(2).flat_map(
@@ -486,6 +516,30 @@ def _saved(data: Any, dataset: Any, again: Any = None, element_spec: Any = None,
     if again is not None:
         again.save(path, **save)
     return data.Dataset.load(path, element_spec=element_spec, reader_func=reader_func, compression=load_compression)
+
+
+def _unequal_rows(data: Any) -> Any:
+    """Pairs of a 2-row vector and a 1- or 2-row one: unbatching the pairs whose row counts differ fails."""
+    return data.Dataset.zip((data.Dataset.range(10).batch(2),
+                             data.experimental.from_list([[0], [1, 1], [2], [3, 3], [4]])))
+
+
+def _choose_out_of_range(data: Any) -> Any:
+    """choose_from_datasets over two inputs with choices 5 and -1 among the valid ones."""
+    return data.Dataset.choose_from_datasets([data.Dataset.range(3), data.Dataset.range(10, 13)],
+                                             data.Dataset.from_tensor_slices(np.array([0, 5, 1, -1, 0, 1], np.int64)))
+
+
+def _generated(data: Any, values: list[Any], types: Any, shapes: Any = ()) -> Any:
+    """``from_generator`` yielding ``values``, declared with ``output_types`` and ``output_shapes``."""
+    return data.Dataset.from_generator(lambda: iter(values), output_types=types, output_shapes=shapes)
+
+
+def _raising() -> Any:
+    """A generator that yields 1 and 2, then raises (TF reports it as an InvalidArgumentError)."""
+    yield 1
+    yield 2
+    raise ValueError("the generator failed")
 
 
 def _failing(data: Any) -> Any:
