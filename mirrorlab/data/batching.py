@@ -21,7 +21,7 @@ from .dataset import (UNKNOWN_CARDINALITY, CacheDataset, Dataset, DatasetSpec, F
                       UnaryDataset, UnknownSpecError, cdiv, cmod, counted, pipeline_options)
 from .cardinality import AssertCardinalityDataset
 from .combining import ConcatenateDataset, ZipDataset
-from .failures import Failed, attempt, elements, failure
+from .failures import Failed, attempt, elements
 from .shuffling import ShuffleDataset
 from .sources import ElementsDataset
 from .tensors import canonical
@@ -148,11 +148,14 @@ class BatchDataset(UnaryDataset):
 
 
 def _rows(element: Any) -> int:
-    sizes = {int(np.shape(c)[0]) for c in nest.flatten(element)}
-    if len(sizes) != 1:
+    """The number of rows of every component of ``element`` (TF's unbatch and rebatch kernels refuse differing ones)."""
+    sizes = [int(np.shape(c)[0]) for c in nest.flatten(element)]
+    if len(set(sizes)) > 1:
+        other = next(k for k, size in enumerate(sizes) if size != sizes[0])
         raise errors.InvalidArgumentError(
-            f"Cannot rebatch: the components of an element have different batch sizes {sorted(sizes)}.")
-    return sizes.pop()
+            f"Input element must have the same batch size in each component. Component 0 had size {sizes[0]} but "
+            f"component {other} had size, {sizes[other]}.")
+    return sizes[0] if sizes else 0
 
 
 def _slice(element: Any, start: int, stop: int) -> Any:
@@ -194,14 +197,11 @@ class UnbatchDataset(UnaryDataset):
             if type(element) is Failed:
                 yield element
                 continue
-            sizes = [int(np.shape(c)[0]) for c in nest.flatten(element)]
-            if len(set(sizes)) > 1:
-                other = next(k for k, size in enumerate(sizes) if size != sizes[0])
-                yield failure(errors.InvalidArgumentError(
-                    f"Input element must have the same batch size in each component. Component 0 had size "
-                    f"{sizes[0]} but component {other} had size, {sizes[other]}."))
+            rows = attempt(_rows, element)
+            if type(rows) is Failed:
+                yield rows
                 continue
-            for i in range(sizes[0] if sizes else 0):
+            for i in range(rows):
                 yield nest.map_structure(lambda c: canonical(c[i]), element)
 
     def _cardinality(self) -> int:
@@ -293,6 +293,9 @@ class RebatchDataset(UnaryDataset):
             while size < desired:
                 if current is None:
                     current = next(inputs, None)
+                    rows = 0 if current is None or type(current) is Failed else attempt(_rows, current)
+                    if type(rows) is Failed:
+                        current = rows
                     if type(current) is Failed:  # passed on, the batch being built dropped (as TF's)
                         yield current
                         current, pieces, size = None, [], 0
@@ -300,7 +303,7 @@ class RebatchDataset(UnaryDataset):
                     if current is None:
                         end_of_input = True
                         break
-                    offset, rows = 0, _rows(current)
+                    offset = 0
                 take = min(desired - size, rows - offset)
                 pieces.append(_slice(current, offset, offset + take))
                 size += take

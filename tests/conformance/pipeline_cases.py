@@ -440,6 +440,9 @@ FIXED: dict[str, Callable[[Any], Any]] = {
     # errors an op raises itself, after which TF's iterator goes on (so an ignore_errors skips just that element)
     "unbatch_sizes": lambda data: _unequal_rows(data).unbatch(),
     "ignore_unbatch_sizes": lambda data: _unequal_rows(data).unbatch().ignore_errors(),
+    "rebatch_unequal_rows": lambda data: _unequal_rows(data).rebatch(1),
+    "ignore_rebatch_unequal_rows": lambda data: _unequal_rows(data).rebatch(1).ignore_errors(),
+    "ignore_rebatch3_unequal_rows": lambda data: _unequal_rows(data).rebatch(3).ignore_errors(),
     "choose_out_of_range": lambda data: _choose_out_of_range(data),
     "ignore_choose_out_of_range": lambda data: _choose_out_of_range(data).ignore_errors(),
     # from_generator with declared shapes: NumPy's casts, and TF's errors for what they cannot convert
