@@ -557,6 +557,14 @@ class Dataset(ABC):
         are dropped, each logged as a warning with ``log_warning``. Upstream ops go on after a failure as TF's do."""
         return IgnoreErrorsDataset(self, bool(log_warning))
 
+    def snapshot(self, path: str, compression: str | None = "AUTO", reader_func: Callable | None = None,
+                 shard_func: Callable | None = None, name: Any = None) -> "Dataset":
+        """The elements of the first pass that reaches the end, kept under ``path`` and read back by every later
+        pass, in this process or the next (TF's ``snapshot``; see snapshot.py)."""
+        from .snapshot import SnapshotDataset
+
+        return SnapshotDataset(self, path, compression, reader_func, shard_func)
+
     def cache(self, filename: str = "", name: Any = None) -> "Dataset":
         """Keep the elements of the first complete iteration and replay them on every later one (TF's
         in-memory cache; with a ``filename`` TF keeps them in files instead, which mirrorlab does not)."""

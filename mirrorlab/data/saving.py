@@ -25,47 +25,47 @@ from .dataset import Dataset, TensorSpec
 from .sources import ElementsDataset, SourceDataset
 from .tensors import STRING, call, is_string
 
-__all__ = ["save_dataset", "load_dataset", "LoadDataset", "CHUNK", "SPEC_FILE"]
+__all__ = ["save_dataset", "load_dataset", "LoadDataset", "ChunkFilesDataset", "write_chunk", "spec_json",
+           "spec_from_json", "shard_index", "CHUNK", "SPEC_FILE"]
 
 SPEC_FILE = "dataset_spec.json"
 FORMAT = "mirrorlab.data.save/1"
 CHUNK = 1024  # elements per chunk file
 
 
-def _structure(spec: Any) -> Any:
+def spec_json(spec: Any) -> Any:
     """The element spec as JSON: tuples, lists and dicts of ``{"shape", "dtype"}``."""
     if isinstance(spec, TensorSpec):
         return {"shape": None if spec.shape is None else list(spec.shape),
                 "dtype": "string" if spec.dtype == STRING else spec.dtype.name}
     if isinstance(spec, dict):
-        return {"dict": [[key, _structure(value)] for key, value in spec.items()]}
+        return {"dict": [[key, spec_json(value)] for key, value in spec.items()]}
     if type(spec) in (tuple, list):
-        return {type(spec).__name__: [_structure(value) for value in spec]}
+        return {type(spec).__name__: [spec_json(value) for value in spec]}
     raise TypeError(f"Dataset.save cannot write elements structured as {type(spec).__name__}: use tuples, lists "
                     "and dicts of tensors.")
 
 
-def _spec(structure: Any) -> Any:
-    """The element spec written by ``_structure``."""
+def spec_from_json(structure: Any) -> Any:
+    """The element spec written by ``spec_json``."""
     if "dtype" in structure:
         return TensorSpec(structure["shape"], STRING if structure["dtype"] == "string" else structure["dtype"])
     if "dict" in structure:
-        return {key: _spec(value) for key, value in structure["dict"]}
+        return {key: spec_from_json(value) for key, value in structure["dict"]}
     kind = "tuple" if "tuple" in structure else "list"
-    return (tuple if kind == "tuple" else list)(_spec(value) for value in structure[kind])
+    return (tuple if kind == "tuple" else list)(spec_from_json(value) for value in structure[kind])
 
 
-def _shard_of(shard_func: Callable | None, element: Any) -> int:
-    if shard_func is None:
-        return 0
+def shard_index(shard_func: Callable, element: Any, op: str) -> int:
+    """``shard_func(element)``, which must be a scalar int64 (TF's ``op`` kernel refuses anything else)."""
     index = np.asarray(call(shard_func, element))
     if index.shape != () or index.dtype != np.int64:
-        raise errors.InvalidArgumentError("`shard_func` must return a scalar int64. [Op:SaveDataset]\nFix: return "
+        raise errors.InvalidArgumentError(f"`shard_func` must return a scalar int64. [Op:{op}]\nFix: return "
                                           "e.g. `tf.cast(x % n, tf.int64)`.")
     return int(index)
 
 
-def _write_chunk(path: Path, rows: list[Any], compress: bool) -> None:
+def write_chunk(path: Path, rows: list[Any], compress: bool) -> None:
     """``rows`` (elements) as one npz: per component its values concatenated, ``c<j>_values`` (strings encoded as a
     checkpoint's are), and their shapes, ``c<j>_shapes``."""
     arrays: dict[str, np.ndarray] = {}
@@ -117,7 +117,7 @@ def save_dataset(dataset: Dataset, path: str, compression: str | None = None, sh
         chunks: dict[int, int] = {}
         count = 0
         for element in dataset:
-            shard = _shard_of(shard_func, element)
+            shard = 0 if shard_func is None else shard_index(shard_func, element, "SaveDataset")
             rows = pending.setdefault(shard, [])
             rows.append(element)
             count += 1
@@ -126,7 +126,7 @@ def save_dataset(dataset: Dataset, path: str, compression: str | None = None, sh
         for shard, rows in pending.items():
             if rows:
                 _flush(work, shard, chunks, rows, compression == "GZIP")
-        metadata = {"format": FORMAT, "element_spec": _structure(spec), "cardinality": count,
+        metadata = {"format": FORMAT, "element_spec": spec_json(spec), "cardinality": count,
                     "shards": {str(shard): n for shard, n in sorted(chunks.items())}, "compression": compression}
         (work / SPEC_FILE).write_text(json.dumps(metadata))
         _replace(work, target)
@@ -138,7 +138,7 @@ def _flush(work: Path, shard: int, chunks: dict[int, int], rows: list[Any], comp
     folder = work / f"shard_{shard}"
     folder.mkdir(exist_ok=True)
     k = chunks.get(shard, 0)
-    _write_chunk(folder / f"chunk_{k:08d}.npz", rows, compress)
+    write_chunk(folder / f"chunk_{k:08d}.npz", rows, compress)
     chunks[shard] = k + 1
     rows.clear()
 
@@ -167,14 +167,14 @@ class LoadDataset(SourceDataset):
         metadata = json.loads(spec_file.read_text())
         if metadata.get("format") != FORMAT:
             raise errors.DataLossError(f"{spec_file} was not written by mirrorlab's Dataset.save ({FORMAT}).")
-        self.spec = _spec(metadata["element_spec"]) if element_spec is None else element_spec
+        self.spec = spec_from_json(metadata["element_spec"]) if element_spec is None else element_spec
         self.count = int(metadata["cardinality"])
         self.shards = sorted((int(shard), n) for shard, n in metadata["shards"].items())
         self.reader_func = reader_func
         self.compression_mismatch = (metadata.get("compression") or None) != (compression or None)
 
     def _shard(self, shard: int, chunks: int) -> Dataset:
-        return _ShardDataset([self.path / f"shard_{shard}" / f"chunk_{k:08d}.npz" for k in range(chunks)], self.spec)
+        return ChunkFilesDataset([self.path / f"shard_{shard}" / f"chunk_{k:08d}.npz" for k in range(chunks)], self.spec)
 
     def _read(self) -> Dataset:
         datasets = ElementsDataset([self._shard(*s) for s in self.shards], None)
@@ -196,8 +196,8 @@ class LoadDataset(SourceDataset):
         return self.spec
 
 
-class _ShardDataset(SourceDataset):
-    """One shard's chunk files, read one at a time."""
+class ChunkFilesDataset(SourceDataset):
+    """Chunk files (one shard's), read one at a time."""
 
     def __init__(self, files: list[Path], spec: Any) -> None:
         self.files = files

@@ -437,6 +437,24 @@ FIXED: dict[str, Callable[[Any], Any]] = {
                [m, data.Dataset.range(12)], data.Dataset.from_tensor_slices(
                    np.array([0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0], np.int64))),
        }.items()},
+    # snapshot: the first complete pass is written, the next ones read it (a reshuffling shuffle repeats its order)
+    "snapshot_reshuffle": lambda data: data.Dataset.range(8).shuffle(8, seed=1).snapshot(_new_dir()),
+    "snapshot_shards_flat_map": lambda data: data.Dataset.range(10).snapshot(
+        _new_dir(), shard_func=lambda x: x % 3, reader_func=lambda shards: shards.flat_map(lambda shard: shard)),
+    "snapshot_shards_interleave": lambda data: data.Dataset.range(10).shuffle(10, seed=4).snapshot(
+        _new_dir(), shard_func=lambda x: x % 3,
+        reader_func=lambda shards: shards.interleave(lambda shard: shard, cycle_length=2)),
+    "snapshot_structures": lambda data: data.Dataset.from_tensor_slices(
+        ({"a": np.array([[1, 2], [3, 4], [5, 6]], np.int32)}, ["x", "yy", ""])).snapshot(_new_dir()),
+    "snapshot_batched": lambda data: data.Dataset.range(7).batch(3).snapshot(_new_dir(), compression="GZIP"),
+    "snapshot_empty": lambda data: data.Dataset.range(0).snapshot(_new_dir()),
+    "snapshot_cardinality": lambda data: data.Dataset.from_tensors(
+        data.Dataset.range(10).filter(lambda x: x > 3).snapshot(_new_dir()).cardinality()),
+    "snapshot_shard_func_bool": lambda data: data.Dataset.range(3).snapshot(_new_dir(), shard_func=lambda x: x < 2),
+    "snapshot_then_repeat": lambda data: data.Dataset.range(4).shuffle(4, seed=5).snapshot(_new_dir()).repeat(3),
+    "snapshot_ignore_errors": lambda data: _failing(data).snapshot(_new_dir()).ignore_errors(),
+    "snapshot_errors": lambda data: _failing(data).snapshot(_new_dir()),
+    "snapshot_other_pipeline_same_path": lambda data: _two_snapshots(data),
     # errors an op raises itself, after which TF's iterator goes on (so an ignore_errors skips just that element)
     "unbatch_sizes": lambda data: _unequal_rows(data).unbatch(),
     "ignore_unbatch_sizes": lambda data: _unequal_rows(data).unbatch().ignore_errors(),
@@ -519,6 +537,18 @@ def _saved(data: Any, dataset: Any, again: Any = None, element_spec: Any = None,
     if again is not None:
         again.save(path, **save)
     return data.Dataset.load(path, element_spec=element_spec, reader_func=reader_func, compression=load_compression)
+
+
+def _new_dir() -> str:
+    return tempfile.mkdtemp(prefix="conformance-snapshot-")
+
+
+def _two_snapshots(data: Any) -> Any:
+    """A second pipeline snapshotted at the path of a finished one: it gets its own snapshot."""
+    path = _new_dir()
+    for _ in data.Dataset.range(3).snapshot(path):
+        pass
+    return data.Dataset.range(5).map(lambda x: x * 2).snapshot(path)
 
 
 def _unequal_rows(data: Any) -> Any:
