@@ -21,7 +21,7 @@ __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "SHARD_HIN
            "RandomDataset", "assert_cardinality", "bucket_by_sequence_length", "cardinality", "choose_from_datasets",
            "enumerate_dataset", "from_list", "get_next_as_optional", "get_single_element", "group_by_window",
            "ignore_errors", "map_and_batch", "parallel_interleave", "sample_from_datasets", "scan",
-           "shuffle_and_repeat", "take_while", "unbatch", "unique"]
+           "shuffle_and_repeat", "snapshot", "take_while", "unbatch", "unique"]
 
 Transformation = Callable[[Dataset], Dataset]
 
@@ -83,6 +83,12 @@ def unbatch() -> Transformation:
 def ignore_errors(log_warning: bool = False) -> Transformation:
     """``dataset.ignore_errors(log_warning)``."""
     return lambda dataset: dataset.ignore_errors(log_warning)
+
+
+def snapshot(path: str, compression: str | None = "AUTO", reader_func: Callable | None = None,
+             shard_func: Callable | None = None) -> Transformation:
+    """``dataset.snapshot(path, compression, reader_func, shard_func)``."""
+    return lambda dataset: dataset.snapshot(path, compression, reader_func, shard_func)
 
 
 def unique() -> Transformation:

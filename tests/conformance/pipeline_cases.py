@@ -447,6 +447,8 @@ FIXED: dict[str, Callable[[Any], Any]] = {
     "snapshot_structures": lambda data: data.Dataset.from_tensor_slices(
         ({"a": np.array([[1, 2], [3, 4], [5, 6]], np.int32)}, ["x", "yy", ""])).snapshot(_new_dir()),
     "snapshot_batched": lambda data: data.Dataset.range(7).batch(3).snapshot(_new_dir(), compression="GZIP"),
+    "snapshot_experimental": lambda data: data.Dataset.range(6).shuffle(6, seed=9).apply(
+        data.experimental.snapshot(_new_dir())),
     "snapshot_empty": lambda data: data.Dataset.range(0).snapshot(_new_dir()),
     "snapshot_cardinality": lambda data: data.Dataset.from_tensors(
         data.Dataset.range(10).filter(lambda x: x > 3).snapshot(_new_dir()).cardinality()),
