@@ -99,7 +99,25 @@ def _more_activations() -> dict[str, Activation]:
     def soft_shrink(z: Any, threshold: float = 0.5) -> Any:
         return ml.where(z > threshold, z - threshold, ml.where(z < -threshold, z + threshold, ml.zeros_like(z)))
 
-    functions = {"elu": ml.nn.elu, "selu": ml.nn.selu, "softplus": ml.nn.softplus, "softsign": ml.nn.softsign,
+    def sparsemax(z: Any, axis: int = -1) -> Any:
+        ordered = ml.sort(z, direction="DESCENDING", axis=axis)
+        cumulative = ml.math.cumsum(ordered, axis=axis)
+        shape = [1] * len(z.shape)
+        shape[axis] = -1
+        ranks = ml.reshape(ml.range(1, ml.shape(z)[axis] + 1, dtype=z.dtype), shape)
+        support = ordered - (cumulative - 1) / ranks > 0
+        k = ml.reduce_sum(ml.cast(support, z.dtype), axis=axis, keepdims=True)
+        tau = (ml.reduce_sum(ml.where(support, cumulative, 0.0), axis=axis, keepdims=True) - 1) / k
+        return ml.maximum(z - tau, 0.0)
+
+    def glu(z: Any, axis: int = -1) -> Any:
+        if z.shape[axis] % 2 != 0:
+            raise ValueError(f"axis size must be divisible by 2. Received: x.shape={ml.TensorShape(z.shape)} with "
+                             f"axis={axis}\nFix: give the layer an even number of units (glu halves them).")
+        first, second = ml.split(z, num_or_size_splits=2, axis=axis)
+        return first * ml.sigmoid(second)
+
+    functions = {"elu": ml.nn.elu, "sparsemax": sparsemax, "glu": glu, "selu": ml.nn.selu, "softplus": ml.nn.softplus, "softsign": ml.nn.softsign,
                  "silu": ml.nn.silu, "relu6": ml.nn.relu6, "exponential": ml.exp,
                  "leaky_relu": lambda z: ml.nn.leaky_relu(z, alpha=0.2), "log_softmax": ml.nn.log_softmax,
                  "hard_sigmoid": hard_sigmoid, "hard_silu": lambda z: z * hard_sigmoid(z),
@@ -157,3 +175,10 @@ def get(identifier: str | Activation | Callable[[Any], Any] | None) -> Activatio
 
 
 linear, relu, sigmoid, tanh = (_ACTIVATIONS[name] for name in ("linear", "relu", "sigmoid", "tanh"))
+
+
+def __getattr__(name: str) -> Activation:
+    """Keras' other activations as attributes (``keras.activations.gelu``), made when first asked for."""
+    if name in _more_activations():
+        return _more_activations()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -817,6 +817,19 @@ def more_named_activations(env: KerasEnv) -> Result:
 
 
 @case
+def sparsemax_and_glu(env: KerasEnv) -> Result:
+    """sparsemax by name (values along the last axis, training with it under the strategy) and glu (values, and its
+    error for an odd axis size)."""
+    k = env.keras
+    x, y = _examples(8, None)
+    z = np.linspace(-3, 3, 24).astype(np.float32).reshape(4, 6)
+    model, loss = _fit_activation(env, "sparsemax", x * 2, y)
+    return {"config": model.layers[0].get_config()["activation"], "weights": model.get_weights(), "loss": loss,
+            "sparsemax": k.layers.Activation("sparsemax")(z), "glu": k.activations.get("glu")(z),
+            "glu_odd": attempt(lambda: k.activations.get("glu")(z[:, :5]))}
+
+
+@case
 def reduce_lr_on_plateau(env: KerasEnv) -> Result:
     """ReduceLROnPlateau: patience, factor, cooldown, min_lr, min_delta and mode; the learning rate it logs each
     epoch; its argument check."""
