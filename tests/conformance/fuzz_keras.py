@@ -616,7 +616,8 @@ def build(spec: Spec) -> Callable[[Any, Any], dict[str, Any]]:
             run("predict", lambda: _predict(data, s, spec, model))
             if spec.get("form") != "subclassed":  # (a subclass of Model has no config Keras can write)
                 result["config"] = outcome(lambda: _stable(keras.saving.serialize_keras_object(model)))
-                if not isinstance(result["fit"], Exception):  # (TF's failed steps may have moved its state)
+                if not any(isinstance(result.get(stage), Exception) for stage in ("fit", "refit")):
+                    # (TF's failed steps may have moved its state: a step failing in its loss still counts itself)
                     result["reloaded"] = outcome(lambda: _reloaded(keras, s, spec, model))
             return result
     return fn
