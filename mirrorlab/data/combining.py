@@ -279,11 +279,10 @@ def _numpy_converted(spec: TensorSpec, value: Any) -> Any:
         raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element that could not be converted "
                                           f"to the expected type. The expected type was {dtype_name(spec.dtype)}, "
                                           f"but the yielded element was {value}.") from None
-    if spec.shape is not None and not TensorShape(spec.shape).is_compatible_with(converted.shape):
-        want = "(" + ", ".join("None" if d is None else str(d) for d in spec.shape) + ("," if len(spec.shape) == 1
-                                                                                     else "") + ")"
+    declared = TensorShape(spec.shape)
+    if not declared.is_compatible_with(converted.shape):
         raise errors.InvalidArgumentError(f"TypeError: `generator` yielded an element of shape {converted.shape} "
-                                          f"where an element of shape {want} was expected.")
+                                          f"where an element of shape {declared} was expected.")
     if is_string(spec.dtype):
         for item in converted.flat:
             if not isinstance(item, (str, bytes)):
