@@ -404,6 +404,37 @@ for _k, _g, _p in itertools.product((2, 3, 4), (2, 3), ("AUTO", "DATA", "OFF")):
     add(f"shuffled_files{_k}_G{_g}_{_p}", "shuffled_files", _shuffled_files_case(_k, _g, _p))
 
 
+# -- from_generator (TF cannot shard it by file: AUTO falls back to DATA) and snapshot ------------------------
+
+
+def _generator_case(kind: str, g: int, policy: str) -> Callable[[Any, Any], Result]:
+    """Seven elements from a Python generator, batched by ``g``: pairs with declared shapes, or vectors declared
+    without a shape (unknown rank)."""
+    def build(D: Any) -> Any:
+        if kind == "shapes":
+            return D.from_generator(lambda: ((np.int64(i), np.full(2, i / 2, np.float32)) for i in range(7)),
+                                    output_types=(np.int64, np.float32), output_shapes=((), (2,))).batch(g)
+        return D.from_generator(lambda: (np.full(2, i, np.float32) for i in range(7)), output_types=np.float32) \
+            .batch(g)
+    return lambda api, s: distribute(api, s, build, policy, reduce=kind == "unknown_rank")
+
+
+for _kind, _g, _p in itertools.product(("shapes", "unknown_rank"), (3, 4), ("AUTO", "DATA", "OFF")):
+    add(f"generator_{_kind}_G{_g}_{_p}", "generator", _generator_case(_kind, _g, _p))
+
+
+def _snapshot_case(g: int, policy: str) -> Callable[[Any, Any], Result]:
+    def fn(api: Any, s: Any) -> Result:
+        """A reshuffling shuffle before a snapshot: the second epoch reads the first one's order back."""
+        path = tempfile.mkdtemp(prefix="conformance-snapshot-")
+        return _two_epochs(api, s, lambda D: D.range(10).shuffle(10, seed=2).snapshot(path).batch(g), policy)
+    return fn
+
+
+for _g, _p in itertools.product((3, 4), ("AUTO", "DATA", "OFF")):
+    add(f"snapshot_G{_g}_{_p}", "snapshot", _snapshot_case(_g, _p))
+
+
 # -- how a distributed dataset is used: iterators, optionals, specs, structures, input options ----------------
 
 

@@ -76,7 +76,13 @@ DELIBERATE_CASE_DIFFERENCES: dict[tuple[str, str], str] = {
 
 # -- not fixed (none at the moment): xfail(strict=True) entries that turn into XPASS once fixed -----------------
 
-KNOWN_DATASET_DIFFERENCES: dict[tuple[str, str], str] = {}
+KNOWN_DATASET_DIFFERENCES: dict[tuple[str, str], str] = {
+    ("A", "generator_unknown_rank_G3_OFF"): (
+        "from_generator declared without shapes (unknown rank), the last batch [6] split over 2 replicas: TF builds "
+        "the empty replica batch from the unknown-rank spec as a scalar 0.0 and then fails tracing the reduce "
+        "(ValueError 'in user code:'); mirrorlab's spec takes the first element's rank, so its empty batch is a "
+        "(0, 0) array (unknown dimensions 0) and the reduce fails in AddN (InvalidArgumentError)"),
+}
 
 
 def dataset_case_params() -> list:
