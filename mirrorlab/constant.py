@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import OUT_OF_RANGE, as_tensor, out_of_int64, read_array_likes
+from .tensor import OUT_OF_RANGE, as_tensor, holds_huge_ints, read_array_likes
 
 __all__ = ["constant"]
 
@@ -25,10 +25,9 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
         array = as_tensor(value)
     else:
         dtype = np.dtype(dtype)
-        huge = python and out_of_int64(value)  # TF converts such ints only to floats
-        if huge and dtype.kind != "f":
+        array = np.asarray(read_array_likes(value))
+        if python and dtype.kind != "f" and holds_huge_ints(value, array):  # TF converts such ints only to floats
             raise ValueError(OUT_OF_RANGE)
-        array = np.asarray(read_array_likes(value), dtype=object if huge else None)
         if python and array.size and ((dtype.kind in "iu" and array.dtype.kind in "fc") or
                        (dtype.kind == "b" and array.dtype.kind in "iufc") or
                        (array.dtype.kind == "b" and dtype.kind in "iuc" and dtype not in _BOOL_INTS)):

@@ -38,6 +38,12 @@ def out_of_int64(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and not INT64_RANGE[0] <= value < INT64_RANGE[1]
 
 
+def holds_huge_ints(value: Any, array: np.ndarray) -> bool:
+    """Whether ``array``, NumPy's conversion of the Python ``value``, came from ints beyond int64: only those make
+    NumPy infer uint64 or object from Python numbers, so other arrays skip the walk over ``value``."""
+    return array.dtype in (np.uint64, STRING) and out_of_int64(value)
+
+
 def is_string(dtype: Any) -> bool:
     """Whether ``dtype`` holds strings (bytes, str or objects)."""
     return np.dtype(dtype).kind in "SUO"
@@ -169,8 +175,6 @@ def as_tensor(value: Any) -> Any:
         return np.asarray(value)
     if isinstance(value, (list, tuple)):
         value = read_array_likes(value)
-        if out_of_int64(value):
-            raise ValueError(OUT_OF_RANGE)
         try:
             arr = np.asarray(value)
         except ValueError as error:
@@ -178,6 +182,8 @@ def as_tensor(value: Any) -> Any:
                 raise
             raise ValueError("Can't convert non-rectangular Python sequence to Tensor.\nFix: give the nested lists "
                              "of each level one length.") from None
+        if holds_huge_ints(value, arr):
+            raise ValueError(OUT_OF_RANGE)
         if is_string(arr.dtype):
             if not all(isinstance(v, (str, bytes)) for v in list_leaves(value)):
                 raise ValueError(MIXED_TYPES)

@@ -91,14 +91,14 @@ def _cast_array(array: Any, target: np.dtype | None) -> Any:
 
 def _python(value: Any, target: np.dtype | None) -> Any:
     """A Python value (number, string or nested list) as ``tf.constant`` converts it, with TF's errors."""
-    huge = out_of_int64(value)
-    if target is None or not huge or target.kind != "f":  # (TF converts ints beyond int64 only to floats)
-        array = as_tensor(value)
     if target is None:
-        return array
-    strings = [isinstance(leaf, (str, bytes)) for leaf in list_leaves(value)]
+        return as_tensor(value)
+    leaves = list_leaves(value)
+    strings = [isinstance(leaf, (str, bytes)) for leaf in leaves]
+    huge_to_float = target.kind == "f" and any(out_of_int64(leaf) for leaf in leaves)
+    array = None if huge_to_float else as_tensor(value)  # (TF converts ints beyond int64 only to floats)
     if (any(strings) and not is_string(target)) or (is_string(target) and not all(strings)) or \
-            (not huge and array.dtype.kind == "c" and target.kind != "c"):
+            (array is not None and array.dtype.kind == "c" and target.kind != "c"):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {tf_dtype(target)}\nFix: pass values "
                         "of that kind (numbers for a numeric dtype, strings for tf.string).")
     return canonical(array) if is_string(target) else constant(value, target)
