@@ -102,6 +102,14 @@ def test_damaged_metadata_is_no_snapshot(tmp_path):
     assert second != first and values(dataset) == second
 
 
+def test_a_pipeline_over_a_snapshot_keeps_its_fingerprint_after_a_pass(tmp_path):
+    """What a snapshot remembers while it is iterated (its hashed directory) is not part of the pipeline."""
+    outer = Dataset.range(5).shuffle(5, seed=1).snapshot(str(tmp_path)).map(lambda x: x * 2)
+    before = fingerprint(outer)
+    values(outer)
+    assert fingerprint(outer) == before
+
+
 def test_the_fingerprint_tells_pipelines_apart():
     """Ops, arguments, function code and the values functions close over are all part of it; state that changes
     from one pass to the next (a shuffle's seed generator) is not."""

@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from .dataset import Dataset
+
 __all__ = ["fingerprint"]
 
 # State a node keeps while it is iterated (seed generators, a cache's elements) or derives from its arguments: not
 # part of what the pipeline is, and it changes from one pass to the next.
-_VOLATILE = frozenset({"_seeds", "_memory", "_stream", "_upcoming", "_identity", "_spec_source"})
+_VOLATILE = frozenset({"_seeds", "_memory", "_stream", "_upcoming", "_identity", "_spec_source", "_hashed"})
 
 
 def fingerprint(dataset: Any) -> str:
@@ -41,8 +43,6 @@ class _Feeder:
             self.digest.update(b"\x00")
 
     def feed(self, value: Any) -> None:
-        from .dataset import Dataset
-
         if isinstance(value, (type(None), bool, int, float, complex, str, bytes, range, np.dtype, np.generic)):
             self.put(type(value).__name__, repr(value))
             return

@@ -42,8 +42,8 @@ def spec_json(spec: Any) -> Any:
         return {"dict": [[key, spec_json(value)] for key, value in spec.items()]}
     if type(spec) in (tuple, list):
         return {type(spec).__name__: [spec_json(value) for value in spec]}
-    raise TypeError(f"Dataset.save cannot write elements structured as {type(spec).__name__}: use tuples, lists "
-                    "and dicts of tensors.")
+    raise TypeError(f"Dataset.save and snapshot cannot write elements structured as {type(spec).__name__}: use "
+                    "tuples, lists and dicts of tensors.")
 
 
 def spec_from_json(structure: Any) -> Any:

@@ -58,7 +58,11 @@ class SnapshotDataset(UnaryDataset):
                                 f"return type is {returned}.")
 
     def _directory(self) -> Path:
-        return Path(self.path) / fingerprint(self._input)
+        """``path/<fingerprint of the input>``, hashed once per input (a graph rewrite gives a clone another input)."""
+        hashed = self.__dict__.get("_hashed")
+        if hashed is None or hashed[0] is not self._input:
+            hashed = self._hashed = (self._input, Path(self.path) / fingerprint(self._input))
+        return hashed[1]
 
     def _finished(self) -> dict[str, Any] | None:
         """The metadata of this pipeline's finished snapshot, if there is one."""
@@ -95,7 +99,8 @@ class SnapshotDataset(UnaryDataset):
         run_id = str(secrets.randbits(64))
         run = directory / run_id
         run.mkdir(parents=True)
-        _write_metadata(directory, run_id, self._input.element_spec, {}, self.compression, finalized=False)
+        spec = spec_json(self._input.element_spec)
+        _write_metadata(directory, run_id, spec, {}, self.compression, finalized=False)
         pending: dict[str, list[Any]] = {}
         chunks: dict[str, int] = {}
         cpus = os.cpu_count() or 1
@@ -119,7 +124,7 @@ class SnapshotDataset(UnaryDataset):
             for name, rows in pending.items():
                 if rows:
                     self._flush(run, name, rows, chunks)
-            _write_metadata(directory, run_id, self._input.element_spec, chunks, self.compression, finalized=True)
+            _write_metadata(directory, run_id, spec, chunks, self.compression, finalized=True)
             finished = True
         finally:
             if not finished:  # an unfinished pass: TF leaves its files, which nothing reads again
@@ -137,8 +142,8 @@ class SnapshotDataset(UnaryDataset):
         rows.clear()
 
 
-def _write_metadata(directory: Path, run_id: str, spec: Any, chunks: dict[str, int], compression: str | None,
+def _write_metadata(directory: Path, run_id: str, spec: dict[str, Any], chunks: dict[str, int], compression: str | None,
                     finalized: bool) -> None:
-    metadata = {"format": FORMAT, "run_id": run_id, "finalized": finalized, "element_spec": spec_json(spec),
+    metadata = {"format": FORMAT, "run_id": run_id, "finalized": finalized, "element_spec": spec,
                 "shards": chunks, "compression": compression}
     atomic_write(directory / METADATA, json.dumps(metadata).encode())
