@@ -7,7 +7,7 @@ import builtins
 
 import numpy as np
 
-from .tensor import STRING
+from .tensor import STRING, is_string
 
 __all__ = ["bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "string", "as_dtype"]
@@ -31,7 +31,7 @@ def as_dtype(value: object) -> np.dtype:
     type (NumPy's string and object types are ``string``), or Python's ``float`` (float32), ``bool`` or ``object``
     (string); anything else (``int``, ``str``, ``"int"``) is refused as TF refuses it."""
     if isinstance(value, np.dtype):
-        return STRING if value.kind in "SUO" else value
+        return STRING if is_string(value) else value
     if isinstance(value, str) and value in _TF_NAMES:
         return _TF_NAMES[value]
     if isinstance(value, type) and value in _PYTHON_TYPES:

@@ -293,9 +293,10 @@ class RebatchDataset(UnaryDataset):
             while size < desired:
                 if current is None:
                     current = next(inputs, None)
-                    rows = 0 if current is None or type(current) is Failed else attempt(_rows, current)
-                    if type(rows) is Failed:
-                        current = rows
+                    if current is not None and type(current) is not Failed:
+                        rows = attempt(_rows, current)
+                        if type(rows) is Failed:  # an element TF cannot rebatch fails like one that failed upstream
+                            current = rows
                     if type(current) is Failed:  # passed on, the batch being built dropped (as TF's)
                         yield current
                         current, pieces, size = None, [], 0
