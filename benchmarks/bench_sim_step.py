@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab.sim import SimCluster
 
 GLOBAL_BATCH = 256

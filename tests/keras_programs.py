@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-import mirrorlab as ml
-from mirrorlab import data as md
-from mirrorlab import keras
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
+from mirrorlab.tf import keras
 from mirrorlab.sim import SimCluster
 
 

@@ -7,9 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-import mirrorlab as ml
-from mirrorlab import data as md
-from mirrorlab import errors, keras
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
+from mirrorlab import errors
+from mirrorlab.tf import keras
 from mirrorlab.collective.message import AbortNotice, Fingerprint, Header
 from mirrorlab.sim import SimCluster
 from mirrorlab.trace import Trace

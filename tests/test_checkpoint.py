@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab import errors
 from mirrorlab.aggregation import VariableAggregation as Agg
 from mirrorlab.aggregation import VariableSynchronization as Sync

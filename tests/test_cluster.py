@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab.cluster import (
     ALLOWED_TASK_TYPES,
     ClusterResolver,

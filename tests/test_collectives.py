@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab.collective.allreduce_ring import chunk_bounds
 from mirrorlab.collective.packing import group_by_size
 from mirrorlab.sim import SimCluster

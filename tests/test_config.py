@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab import config
 from mirrorlab.runtime import current_environment
 from mirrorlab.sim import SimCluster

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab import data as md
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
 from mirrorlab import errors
 from mirrorlab.sim import SimCluster
 
@@ -281,7 +281,7 @@ def test_distributed_element_spec_is_per_replica_with_static_batches_when_they_d
 def test_compute_batch_size_walks_the_ops_tf_walks():
     """TF 2.21's ``compute_batch_size`` (values recorded from TF): through filter, prefetch, assert_cardinality to a
     batch; zip and concatenate when every input has the same one; -1 past map, ignore_errors, window, scan, rebatch."""
-    from mirrorlab.data.batching import compute_batch_size
+    from mirrorlab.tf.data.batching import compute_batch_size
 
     D = md.Dataset
 
@@ -304,7 +304,7 @@ def test_compute_batch_size_walks_the_ops_tf_walks():
 def test_auto_sharding_gives_up_on_files_at_the_ops_tf_gives_up_at():
     """TF's FILE walk passes map, filter, shuffle, zip, concatenate, flat_map, ...; at scan, take_while, unique,
     group_by_window or ignore_errors it stops, and AUTO shards by DATA instead (TF 2.21's choices, setup A probes)."""
-    from mirrorlab.data.sharding import shard_by_file
+    from mirrorlab.tf.data.sharding import shard_by_file
 
     lines = md.TextLineDataset([str(Path(__file__))])
     for walked in (lines.map(lambda x: x), lines.shuffle(2, seed=1), lines.concatenate(lines), lines.window(2),

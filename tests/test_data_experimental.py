@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab.data.sharding import auto_shard
+import mirrorlab.tf as ml
+from mirrorlab.tf.data.sharding import auto_shard
 
 E = ml.data.experimental
 Dataset = ml.data.Dataset

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab import data as md
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
 from mirrorlab import errors
-from mirrorlab.data import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
+from mirrorlab.tf.data import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
 from mirrorlab.sim import SimCluster
-from mirrorlab.dtypes import string as STRING
+from mirrorlab.tf.dtypes import string as STRING
 
 
 def items(dataset: Dataset) -> list:
@@ -702,7 +702,7 @@ def test_from_generator_converts_checks_and_restarts_the_generator():
     with pytest.raises(errors.InvalidArgumentError, match="did not match the expected structure"):
         list(Dataset.from_generator(lambda: iter([1.5]), output_types=np.int32))  # converted as convert_to_tensor
     with pytest.raises(errors.NotFoundError, match="unshardable source dataset: GeneratorDataset"):
-        from mirrorlab.data.sharding import shard_by_file
+        from mirrorlab.tf.data.sharding import shard_by_file
         shard_by_file(unknown, 2, 0)
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab.data import saving
+import mirrorlab.tf as ml
+from mirrorlab.tf.data import saving
 
 Dataset = ml.data.Dataset
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab.data.fingerprint import fingerprint
-from mirrorlab.data.snapshot import METADATA
+import mirrorlab.tf as ml
+from mirrorlab.tf.data.fingerprint import fingerprint
+from mirrorlab.tf.data.snapshot import METADATA
 from mirrorlab.sim import SimCluster
 
 Dataset = ml.data.Dataset
@@ -60,7 +60,7 @@ def test_a_later_run_of_the_program_reads_the_snapshot(tmp_path):
     """The fingerprint is stable across processes: the same pipeline built in a new interpreter reads the snapshot
     the first run wrote (its map reads an offset from the environment, which differs in the second run)."""
     program = textwrap.dedent(f"""
-        import os, mirrorlab as ml
+        import os, mirrorlab.tf as ml
         dataset = ml.data.Dataset.range(6).shuffle(6, seed=2).map(
             lambda x: x * 1000 + int(os.environ["OFFSET"])).snapshot({str(tmp_path)!r})
         print([int(x) for x in dataset])

@@ -11,9 +11,9 @@ import importlib.util
 import numpy as np
 import pytest
 
-import mirrorlab as ml
-from mirrorlab import data as md
-from mirrorlab import keras
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
+from mirrorlab.tf import keras
 from mirrorlab.placement import Placement, gpu_index
 from mirrorlab.runtime import current_environment
 from mirrorlab.sim import SimCluster

@@ -8,10 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
-import mirrorlab as ml
-from mirrorlab import data as md
-from mirrorlab import errors, keras
-from mirrorlab.keras.compile_metrics import CompileMetrics
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
+from mirrorlab import errors
+from mirrorlab.tf import keras
+from mirrorlab.tf.keras.compile_metrics import CompileMetrics
 from mirrorlab.sim import Crash, SimCluster
 
 RNG = np.random.default_rng(0)

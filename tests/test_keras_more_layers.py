@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab import errors, keras
+import mirrorlab.tf as ml
+from mirrorlab import errors
+from mirrorlab.tf import keras
 
 from keras_programs import single_and_cluster_runs
 

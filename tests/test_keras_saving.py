@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab import keras
+import mirrorlab.tf as ml
+from mirrorlab.tf import keras
 from mirrorlab.sim import SimCluster
 
 X = np.random.default_rng(7).standard_normal((8, 4)).astype(np.float32)

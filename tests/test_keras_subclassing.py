@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mirrorlab as ml
-from mirrorlab import data as md
-from mirrorlab import keras
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
+from mirrorlab.tf import keras
 from mirrorlab.sim import SimCluster
 
 from keras_programs import fit_program, single_and_cluster_runs, tape_step

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
-from mirrorlab import data as md
-from mirrorlab import errors, keras
-from mirrorlab.keras.data_adapter import class_weight_map_fn, class_weight_to_sample_weights, train_validation_split
+import mirrorlab.tf as ml
+from mirrorlab.tf import data as md
+from mirrorlab import errors
+from mirrorlab.tf import keras
+from mirrorlab.tf.keras.data_adapter import class_weight_map_fn, class_weight_to_sample_weights, train_validation_split
 from mirrorlab.sim import SimCluster
 
 RNG = np.random.default_rng(4)

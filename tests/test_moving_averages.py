@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 
 
 def test_shadows_start_at_the_value_and_decay_in_float32():

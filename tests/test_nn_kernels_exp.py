@@ -5,7 +5,7 @@ glibc's ``expf`` on the rest. The expected bits were recorded from TensorFlow 2.
 import numpy as np
 import pytest
 
-from mirrorlab import nn_kernels
+from mirrorlab.tf._kernels import nn_kernels
 
 
 def _f32(bits):

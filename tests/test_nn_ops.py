@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import mirrorlab as ml
-from mirrorlab import errors, nn_kernels
+import mirrorlab.tf as ml
+from mirrorlab import errors
+from mirrorlab.tf._kernels import nn_kernels
 
 LOGITS = hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5),
                     elements=st.floats(-30, 30, width=32))

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab import errors
 from mirrorlab.sim import Crash, Preempt, SimCluster
 

@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 
 
 def printed(*inputs, **kwargs) -> str:

@@ -10,9 +10,9 @@ import random
 import numpy as np
 import pytest
 
-import mirrorlab as ml
-from mirrorlab import libm
-from mirrorlab import random_kernels as kernels
+import mirrorlab.tf as ml
+from mirrorlab.tf._kernels import libm
+from mirrorlab.tf._kernels import random_kernels as kernels
 from mirrorlab.sim import SimCluster
 
 keras = ml.keras

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab import errors
 
 

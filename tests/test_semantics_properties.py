@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab.sim import SimCluster
 
 MAX_REPLICAS = 4 * 3

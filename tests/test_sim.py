@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab import errors
 from mirrorlab.sim import Crash, Cut, Delay, Drop, SimCluster, Slow
 from mirrorlab.trace import Trace

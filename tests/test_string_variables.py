@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab import errors
 from mirrorlab.sim import SimCluster
 from mirrorlab.train import Checkpoint, load_checkpoint, load_variable

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorlab.summation import tf_sum
+from mirrorlab.tf._kernels.summation import tf_sum
 
 
 @st.composite

@@ -27,7 +27,7 @@ def test_dtype_name_refuses_what_is_not_a_dtype():
 
 def _handed_out() -> dict:
     """Values a TF program calls ``.numpy()`` on, from each place mirrorlab hands values out."""
-    import mirrorlab as ml
+    import mirrorlab.tf as ml
 
     strategy = ml.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     per_replica = strategy.run(lambda: ml.constant([1.0, 2.0]))
@@ -56,7 +56,7 @@ def test_handed_out_values_have_tfs_numpy_and_stay_numpy_arrays():
 
 
 def test_numpy_gives_a_writable_copy_and_scalars_as_tf_does():
-    import mirrorlab as ml
+    import mirrorlab.tf as ml
 
     value = ml.constant([1.0, 2.0])
     copy = value.numpy()
@@ -69,7 +69,7 @@ def test_numpy_gives_a_writable_copy_and_scalars_as_tf_does():
 
 def test_integer_floordiv_and_mod_by_zero_raise_as_tfs_kernels():
     """TF's FloorDiv/FloorMod kernels refuse an integer divisor of 0 (NumPy would give 0); floats give inf/nan."""
-    import mirrorlab as ml
+    import mirrorlab.tf as ml
 
     a = ml.constant([7, -7], dtype=ml.int64)
     with pytest.raises(ml.errors.InvalidArgumentError, match=r"Integer division by zero \[Op:FloorDiv\]"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 
 
 def test_partial_shapes_answer_as_tf():

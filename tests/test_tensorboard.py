@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-import mirrorlab as ml
-from mirrorlab import keras
-from mirrorlab.io import event_file
-from mirrorlab.io.event_file import EventFileWriter, read_events
+import mirrorlab.tf as ml
+from mirrorlab.tf import keras
+from mirrorlab.tf.io import event_file
+from mirrorlab.tf.io.event_file import EventFileWriter, read_events
 from mirrorlab.sim import SimCluster
 
 X = np.random.default_rng(2).standard_normal((16, 3)).astype(np.float32)

@@ -8,16 +8,16 @@ import types
 
 import numpy as np
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 from mirrorlab.sim import SimCluster
 
 # From tensorflow/docs site/en/tutorials/distribute/multi_worker_with_keras.ipynb (mnist_setup.py and the
-# worker's main), with `import tensorflow as tf` replaced by `import mirrorlab as tf`.
+# worker's main), with `import tensorflow as tf` replaced by `import mirrorlab.tf as tf`.
 TUTORIAL = '''
 import json
 import os
 
-import mirrorlab as tf
+import mirrorlab.tf as tf
 import numpy as np
 
 
@@ -111,9 +111,9 @@ def write_filepath(filepath, task_type, task_id):
 
 
 # From tensorflow/docs site/en/tutorials/distribute/multi_worker_with_ctl.ipynb (mnist.py and main.py), with
-# `import tensorflow as tf` replaced by `import mirrorlab as tf` and the epoch/step counts made parameters.
+# `import tensorflow as tf` replaced by `import mirrorlab.tf as tf` and the epoch/step counts made parameters.
 CTL_MNIST = '''
-import mirrorlab as tf
+import mirrorlab.tf as tf
 import numpy as np
 
 def mnist_dataset():
@@ -151,7 +151,7 @@ def build_cnn_model():
 CTL_MAIN = '''
 import os
 import json
-import mirrorlab as tf
+import mirrorlab.tf as tf
 import mnist
 from multiprocessing import util
 

@@ -17,9 +17,7 @@ import numpy as np
 from .. import errors, nest
 from ..aggregation import ReduceOp
 from ..callsite import user_call_site
-from ..data.dataset import INFINITE_CARDINALITY, Dataset, TensorSpec, UnknownSpecError
-from ..data.sharding import DeclaredShapeError, worker_pipeline
-from ..data.optional import Optional
+from ..frontend import current_frontend
 from ..tensor import tensors_out
 from . import context
 from .input_context import InputContext
@@ -87,7 +85,7 @@ def _per_replica(strategy: Strategy, options: InputOptions | None, from_function
 class DistributedDataset:
     """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
 
-    def __init__(self, strategy: Strategy, streams: list[Dataset], original: Dataset, from_dataset: bool) -> None:
+    def __init__(self, strategy: Strategy, streams: list[Any], original: Any, from_dataset: bool) -> None:
         self._strategy = strategy
         self._from_dataset = from_dataset
         self._streams = streams  # one for the whole worker (replicas take turns), or one per local replica
@@ -95,29 +93,30 @@ class DistributedDataset:
         self._partial = _handles_partial_batches(strategy, original)
 
     @classmethod
-    def from_dataset(cls, strategy: Strategy, dataset: Dataset, options: InputOptions | None) -> DistributedDataset:
+    def from_dataset(cls, strategy: Strategy, dataset: Any, options: InputOptions | None) -> DistributedDataset:
         _per_replica(strategy, options, from_function=False)
         if isinstance(dataset, DistributedDataset):  # TF fails reading its graph handle
             raise AttributeError("'DistributedDataset' object has no attribute '_variant_tensor'\nFix: distribute the "
                                  "original dataset once; a distributed dataset is distributed already.")
-        if not isinstance(dataset, Dataset):
-            raise TypeError(f"experimental_distribute_dataset expects a mirrorlab.data.Dataset, got "
+        frontend = current_frontend()
+        if not frontend.is_dataset(dataset):
+            raise TypeError(f"experimental_distribute_dataset expects a mirrorlab.tf.data.Dataset, got "
                             f"{type(dataset).__name__}")
         ext = strategy.extended
-        stream = worker_pipeline(dataset, ext._num_workers, ext._rank, len(ext._devices))
+        stream = frontend.worker_pipeline(dataset, ext._num_workers, ext._rank, len(ext._devices))
         return cls(strategy, [stream], dataset, from_dataset=True)
 
     @classmethod
-    def from_function(cls, strategy: Strategy, dataset_fn: Callable[[InputContext], Dataset],
+    def from_function(cls, strategy: Strategy, dataset_fn: Callable[[InputContext], Any],
                       options: InputOptions | None) -> DistributedDataset:
         ext = strategy.extended
         contexts = (ext._make_replica_input_contexts() if _per_replica(strategy, options, from_function=True)
                     else [ext._make_input_context()])
         datasets = [dataset_fn(ctx) for ctx in contexts]
         for dataset in datasets:
-            if not isinstance(dataset, Dataset):
+            if not current_frontend().is_dataset(dataset):
                 raise AttributeError(f"'{type(dataset).__name__}' object has no attribute 'element_spec'\nFix: "
-                                     "dataset_fn must return a mirrorlab.data.Dataset (e.g. Dataset.from_tensor_slices"
+                                     "dataset_fn must return a mirrorlab.tf.data.Dataset (e.g. Dataset.from_tensor_slices"
                                      "(values).batch(ctx.get_per_replica_batch_size(global_batch))).")
         return cls(strategy, datasets, datasets[0], from_dataset=False)
 
@@ -133,13 +132,15 @@ class DistributedDataset:
         replicas = self._strategy.num_replicas_in_sync
         dynamic = self._partial and ext._num_workers > 1
 
+        frontend = current_frontend()
+
         def replica_spec(spec: Any) -> Any:
-            if not isinstance(spec, TensorSpec) or not spec.shape:
+            if not frontend.is_spec(spec) or not spec.shape:
                 return spec
             batch = spec.shape[0]
             if self._from_dataset and batch is not None:
                 batch = batch // replicas if batch % replicas == 0 else None
-            return TensorSpec((None if dynamic else batch, *spec.shape[1:]), spec.dtype)
+            return frontend.spec((None if dynamic else batch, *spec.shape[1:]), spec.dtype)
 
         spec = nest.map_structure(replica_spec, self._original.element_spec)
         count = len(ext._devices)
@@ -162,7 +163,7 @@ def dummy_batch(spec: Any) -> Any:
     """What a replica without data gets (TF's dummy tensors): zeros with the unknown dimensions 0, and the first
     one 0 too when the shape is fully known (TF takes it as the batch dimension); a known first dimension of a
     shape with unknown ones stays."""
-    def dummy(s: TensorSpec) -> np.ndarray:
+    def dummy(s: Any) -> np.ndarray:
         dims = [0 if d is None else d for d in s.shape]
         if dims and None not in s.shape:
             dims[0] = 0
@@ -181,17 +182,18 @@ def _is_static(spec: Any) -> bool:
     return all(s.shape is not None and None not in s.shape for s in nest.flatten(spec))
 
 
-def _handles_partial_batches(strategy: Strategy, dataset: Dataset) -> bool:
+def _handles_partial_batches(strategy: Strategy, dataset: Any) -> bool:
     """TF's ``_enable_get_next_as_optional``: replicas without data get empty batches (and workers agree on
     the end) unless the input is infinite; with one worker only when its element shapes are not static (with
     static shapes the first replica to run out ends the pass)."""
-    if dataset._cardinality() == INFINITE_CARDINALITY:
+    frontend = current_frontend()
+    if dataset._cardinality() == frontend.infinite_cardinality:
         return False
     if strategy.extended._num_workers > 1:
         return True
     try:
         return not _is_static(dataset.element_spec)
-    except UnknownSpecError:
+    except frontend.unknown_spec_error:
         return True
 
 
@@ -257,7 +259,7 @@ class DistributedIterator:
         try:
             element = next(stream, None)
         except errors.OpError as exc:
-            if isinstance(exc, DeclaredShapeError):  # reported by the iterator: as an optional's when TF uses them
+            if isinstance(exc, current_frontend().declared_shape_error):  # reported by the iterator: as an optional's when TF uses them
                 exc = exc.optional() if partial else errors.InvalidArgumentError(exc.message)
             self._tell_peers(ext, type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
                                              f"{ext._group.comm.names[ext._rank]})"))
@@ -280,28 +282,30 @@ class DistributedIterator:
             self._spec = self._dataset._streams[0].element_spec
         return self._spec
 
-    def get_next_as_optional(self) -> Optional:
+    def get_next_as_optional(self) -> Any:
         """The next per-replica value wrapped in an ``Optional`` (empty at the end instead of raising). As TF 2.21,
         this always hands out partial batches (replicas without data get dummy batches) whatever ``next()`` does,
         except for an infinite input (``get_next``'s value, never empty) and, on one worker, an input of
         cardinality 0 (empty at once)."""
+        frontend = current_frontend()
         cardinality = self._dataset._original._cardinality()
-        if cardinality == INFINITE_CARDINALITY:
+        if cardinality == frontend.infinite_cardinality:
             value = self.get_next()
         elif cardinality == 0 and self._strategy.extended._num_workers == 1:
-            return Optional(None, self.element_spec, False)
+            return frontend.optional(None, self.element_spec, False)
         else:
             try:
                 value = self._step(partial=True)
             except StopIteration:
-                return Optional(None, self.element_spec, False)
-        return Optional(value, nest.map_structure(self._value_spec, value))
+                return frontend.optional(None, self.element_spec, False)
+        return frontend.optional(value, nest.map_structure(self._value_spec, value), True)
 
     def _value_spec(self, value: Any) -> Any:
         """The spec of one leaf of a step's value, from its arrays (TF's ``Optional.from_value``)."""
+        spec_of = current_frontend().spec_of
         if isinstance(value, ReplicaValues):
-            return PerReplicaSpec(*[TensorSpec.of(v) for v in self._strategy.experimental_local_results(value)])
-        return TensorSpec.of(value)
+            return PerReplicaSpec(*[spec_of(v) for v in self._strategy.experimental_local_results(value)])
+        return spec_of(value)
 
     @property
     def element_spec(self) -> Any:

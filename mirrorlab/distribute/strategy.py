@@ -25,7 +25,7 @@ from ..cluster import roles
 from ..collective.group import CollectiveGroup, check_broadcastable, check_gatherable, tf_dtype, truediv_dtype
 from ..communication import CommunicationImplementation, Options
 from ..runtime import WorkerRuntime, current_environment
-from ..tensor_conversion import convert_to_tensor
+from ..frontend import current_frontend
 from ..tensor import IndexedSlices, array_module, as_tensor, device_of, frozen, is_cupy, like, to_host
 from ..trace import TraceNote
 from . import context
@@ -550,9 +550,9 @@ def _stacked(value: Any, dtype: Any) -> Any:
     """A list or tuple holding tensors as one tensor of their ``dtype`` (TF's auto-packing: Python numbers take the
     tensors' dtype, the items of each level must have one shape); without tensors, as ``tf.constant`` converts it."""
     if dtype is None:
-        return convert_to_tensor(value)
+        return current_frontend().convert_to_tensor(value)
     if not isinstance(value, (list, tuple)):
-        return convert_to_tensor(value, dtype)
+        return current_frontend().convert_to_tensor(value, dtype)
     items = [_stacked(item, dtype) for item in value]
     if len({item.shape for item in items}) > 1:
         raise ValueError(f"Shapes must be equal rank and size to pack them into one tensor, got "

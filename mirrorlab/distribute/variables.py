@@ -18,12 +18,9 @@ import numpy as np
 
 from .. import errors, nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
-from ..autodiff import Tracked, watched, watching
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
-from ..constant import constant
-from ..dtypes import as_dtype
-from ..name_scope import current_scope
+from ..frontend import current_frontend
 from ..tensor import (STRING, as_tensor, canonical, device_of, dtype_name, frozen, is_cupy, is_string, like,
                       to_host)
 from . import context
@@ -66,7 +63,7 @@ def _initial_array(initial_value: Any, dtype: Any, shape: Any) -> Any:
         initial_value = initial_value()
     if isinstance(initial_value, Variable):
         initial_value = initial_value._read()
-    value = _convert(initial_value, None if dtype is None else as_dtype(dtype))
+    value = _convert(initial_value, None if dtype is None else current_frontend().as_dtype(dtype))
     if shape is not None:
         want = tuple(shape)
         if len(want) != value.ndim or any(w is not None and w != d for w, d in zip(want, value.shape)):
@@ -105,7 +102,7 @@ def _convert(value: Any, dtype: np.dtype | None) -> Any:
         return value.astype(dtype, copy=False)
     if is_string(np.asarray(value).dtype):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {tf_dtype(dtype)}")
-    return constant(value, dtype)  # Python values convert as TF converts them (TypeError for 0 into a bool, ...)
+    return current_frontend().constant(value, dtype)  # Python values convert as TF converts them (TypeError for 0 into a bool, ...)
 
 
 def _as_string(value: Any) -> Any:
@@ -309,11 +306,11 @@ _CREATED = itertools.count()  # serial numbers of variables
 _DIFFERENTIABLE = ("add", "sub", "mul", "truediv", "pow", "matmul")
 
 
-def _tape_leaf(var: "_ArrayLike", name: str = "") -> Tracked | None:
-    """The tracked read of ``var`` while a tape watches it (see ``autodiff.watched``), for reads and the
+def _tape_leaf(var: "_ArrayLike", name: str = "") -> Any:
+    """The tracked read of ``var`` while a tape watches it (the frontend's ``watched``), for reads and the
     differentiable operators (``name``); None otherwise."""
-    leaf = watched(var) if not name or name in _DIFFERENTIABLE else var
-    return leaf if isinstance(leaf, Tracked) else None
+    leaf = current_frontend().watched(var) if not name or name in _DIFFERENTIABLE else var
+    return None if leaf is var else leaf
 
 
 def _forward(var: "_ArrayLike", other: Any, op: Any, name: str) -> Any:
@@ -410,7 +407,7 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         self._value = value
         self._serial = next(_CREATED)  # creation order (a tape lists its watched variables in it)
         self._constraint = constraint
-        self._name = f"{current_scope()}{name or 'Variable'}:0"
+        self._name = f"{current_frontend().name_scope()}{name or 'Variable'}:0"
         self._trainable = self._created_trainable = trainable
         self._synchronization = synchronization
         self._aggregation = aggregation
@@ -453,11 +450,9 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         self._trainable = bool(value)
 
     def _tape_leaf(self) -> Any:
-        """What a recording ``GradientTape`` reads (see ``autodiff.watched``): a ``Tracked`` leaf whose gradient
-        goes to this variable when a tape watches it (``autodiff.watching``); else itself."""
-        if watching(self):
-            return Tracked(_new_tensor(self._read()), lambda g: [(self, g)])
-        return self
+        """What a recording ``GradientTape`` reads: a tracked leaf whose gradient goes to this variable when a tape
+        watches it (the frontend's ``variable_leaf``); else itself."""
+        return current_frontend().variable_leaf(self)
 
     @property
     def synchronization(self) -> VariableSynchronization:
@@ -556,13 +551,11 @@ class Variable(_Assignable, metaclass=_VariableMeta):
 
     def sparse_read(self, indices: Any, name: Any = None) -> Any:
         """The rows at ``indices`` (``tf.gather`` of the value; differentiable on a tape)."""
-        from ..array_ops import gather  # (array_ops builds on variables' reads)
-        return gather(self, indices)
+        return current_frontend().gather(self, indices)
 
     def gather_nd(self, indices: Any, name: Any = None) -> Any:
         """The slices at the index tuples in ``indices`` (``tf.gather_nd`` of the value)."""
-        from ..manip_ops import gather_nd
-        return gather_nd(self, indices)
+        return current_frontend().gather_nd(self, indices)
 
 
 def _numpy_text(value: Any) -> str:

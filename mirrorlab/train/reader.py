@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
-from ..dtypes import as_dtype
+from ..frontend import current_frontend
 from ..tensor import STRING
 from .state import checkpoint_files, latest_checkpoint
 from .strings import STRING_DTYPE, decode_strings
@@ -145,7 +145,7 @@ class CheckpointReader:
 
     def get_variable_to_dtype_map(self) -> dict[str, np.dtype]:
         """Every key's dtype; the object graph is a string, as TF's (``tf.string``)."""
-        dtypes = {key: as_dtype(entry["dtype"]) for key, entry in self._entries.items()}
+        dtypes = {key: current_frontend().as_dtype(entry["dtype"]) for key, entry in self._entries.items()}
         return {**dtypes, OBJECT_GRAPH_KEY: STRING}
 
 

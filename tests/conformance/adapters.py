@@ -171,7 +171,7 @@ class MirrorlabApi(Api):
 
     def __init__(self) -> None:
         """Bind mirrorlab's names."""
-        import mirrorlab as ml
+        import mirrorlab.tf as ml
         from mirrorlab.tensor import as_tensor
 
         self._ml = ml

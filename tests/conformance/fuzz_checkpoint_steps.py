@@ -46,8 +46,8 @@ def _keras(api: Any) -> Any:
     if api.framework == "tensorflow":
         import keras
         return keras
-    import mirrorlab.keras
-    return mirrorlab.keras
+    import mirrorlab.tf.keras
+    return mirrorlab.tf.keras
 
 
 class _Model:

@@ -353,7 +353,7 @@ def _frameworks(api: Any) -> tuple[Any, Any]:
     if api.framework == "tensorflow":
         import keras
     else:
-        from mirrorlab import keras
+        from mirrorlab.tf import keras
     return keras, api.data
 
 

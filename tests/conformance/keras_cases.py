@@ -2894,7 +2894,7 @@ def tensorboard_scalars(env: KerasEnv) -> Result:
     import os
     import tempfile
 
-    from mirrorlab.io.event_file import read_events  # (reads TF's files too)
+    from mirrorlab.tf.io.event_file import read_events  # (reads TF's files too)
 
     k = env.keras
     k.backend.clear_session()

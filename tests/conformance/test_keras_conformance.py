@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 
 from .harness import differences, load_golden
 from .keras_cases import KERAS_CASES, KerasEnv, run_case

@@ -52,7 +52,7 @@ def test_random_pipelines_match_live_tensorflow(tf_api: TfApi, seed: int) -> Non
     """Fresh random pipelines (other seeds than the recorded ones) give TF's elements and cardinalities."""
     import tensorflow as tf
 
-    from mirrorlab import data
+    from mirrorlab.tf import data
 
     from .harness import differences
     from .pipeline_cases import pipeline_specs, run_spec

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import mirrorlab as ml
+import mirrorlab.tf as ml
 
 from .harness import load_golden
 from .ops_cases import OPS_EXPRESSIONS, evaluate

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mirrorlab import data
+from mirrorlab.tf import data
 
 from .harness import differences, load_golden
 from .pipeline_cases import all_specs, run_spec
