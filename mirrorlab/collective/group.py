@@ -27,7 +27,7 @@ from .communicator import FIX_DESYNC, Communicator, Instance, shape_mismatch_tex
 from .message import Fingerprint
 from .packing import group_by_size
 
-__all__ = ["CollectiveGroup", "sum_in_order", "mean_of_sum", "tf_dtype", "RING_UP_TO"]
+__all__ = ["CollectiveGroup", "sum_in_order", "mean_of_sum", "truediv_dtype", "local_mismatch", "RING_UP_TO"]
 
 # AUTO uses the ring (TF's algorithm) up to this many workers, recursive halving/doubling beyond:
 # 2*log2(n) rounds instead of 2*(n-1) for the same bytes. RING forces the ring at any size.
@@ -43,6 +43,18 @@ def sum_in_order(arrays: Sequence[Any]) -> Any:
     for a in arrays[2:]:
         xp.add(acc, a, out=acc)
     return acc
+
+
+def local_mismatch(leaf: Sequence[Any], gather: bool = False) -> tuple[str, Any, Any, int] | None:
+    """The first local replica whose value disagrees with replica 0's in dtype or shape (all but the first
+    dimension for gathers), as ``(what, first, other, k)``; None when they agree."""
+    first = leaf[0]
+    for k, a in enumerate(leaf[1:], start=1):
+        if a.dtype != first.dtype:
+            return "dtype", first, a, k
+        if (a.shape[1:] != first.shape[1:]) if gather else (a.shape != first.shape):
+            return "shape", first, a, k
+    return None
 
 
 def truediv_dtype(dtype: Any) -> np.dtype:
@@ -117,25 +129,14 @@ class CollectiveGroup:
                 dtype=fp.dtype, shape=jsonable[id(shape)], start=start, end=end, site=site,
                 status=status, error=text))
 
-    def _check_local(self, leaves: Sequence[Sequence[Any]], addn: bool, gather: bool = False) -> None:
+    def _check_local(self, leaves: Sequence[Sequence[Any]], gather: bool = False) -> None:
         """Local replicas must agree on dtype and shape (all but the first dimension for gathers)."""
         for leaf in leaves:
-            first = leaf[0]
-            for k, a in enumerate(leaf[1:], start=1):
-                if a.dtype != first.dtype:
-                    raise self._local_error(addn, "dtype", first, a, k)
-                if (a.shape[1:] != first.shape[1:]) if gather else (a.shape != first.shape):
-                    raise self._local_error(addn, "shape", first, a, k)
+            mismatch = local_mismatch(leaf, gather)
+            if mismatch is not None:
+                raise self._local_error(*mismatch)
 
-    def _local_error(self, addn: bool, what: str, first: Any, other: Any, k: int) -> errors.OpError:
-        if addn:  # a single worker's cross-replica reduce is one local AddN in TF: no group to poison
-            if what == "shape":
-                return errors.InvalidArgumentError(
-                    "Inputs to operation AddN of type AddN must have the same size and shape.  Input 0: "
-                    f"{_dims(first)} != input {k}: {_dims(other)}\n{FIX_DESYNC}")
-            return errors.InvalidArgumentError(
-                f"cannot compute AddN as input #{k}(zero-based) was expected to be a {tf_dtype(first)} tensor "
-                f"but is a {tf_dtype(other)} tensor\n{FIX_DESYNC}")
+    def _local_error(self, what: str, first: Any, other: Any, k: int) -> errors.OpError:
         seq, device = self.comm.seq + 1, self.devices[k]
         detail = (f"\n  local replica shapes on worker {self.worker}: {[list(shape_of(first)), list(shape_of(other))]}"
                   f" (replicas 0 and {k}), dtypes {dtype_name(first)} and {dtype_name(other)}\n{FIX_DESYNC}")
@@ -149,13 +150,12 @@ class CollectiveGroup:
     # -- collectives ------------------------------------------------------------------------------
 
     def all_reduce(self, op: ReduceOp, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None,
-                   *, mean_count: int | None = None, addn: bool = False) -> list[Any]:
+                   *, mean_count: int | None = None) -> list[Any]:
         """Reduce each leaf over all replicas; ``leaves[i][k]`` is leaf i on local replica k.
 
-        MEAN divides the sum by ``mean_count`` (default: all replicas). ``addn`` marks TF's single-worker
-        ``strategy.reduce``, a local AddN: its dtype list and errors, and a mismatch poisons nothing."""
-        _check_reducible(leaves, addn)
-        self._check_local(leaves, addn)
+        MEAN divides the sum by ``mean_count`` (default: all replicas). The caller has checked the dtypes (the
+        strategy applies TF's kernel lists, ``distribute/kernel_dtypes.py``)."""
+        self._check_local(leaves)
         with self.placement.scope(0):  # local replicas' values meet on the first replica's device
             return self._all_reduce([self.placement.gathered(leaf) for leaf in leaves], op, site, options, mean_count)
 
@@ -203,7 +203,7 @@ class CollectiveGroup:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""
         out = []
         for leaf in leaves:
-            self._check_local([leaf], addn=False, gather=True)
+            self._check_local([leaf], gather=True)
             with self.placement.scope(0):
                 out.append(self._all_gather(self.placement.gathered(leaf), site, options))
         return out
@@ -234,65 +234,6 @@ class CollectiveGroup:
         """Wait until every worker reaches the same barrier (``what`` names it in reports)."""
         self._run(Fingerprint("barrier", detail=what), site, options, [()] * self.num_local,
                   lambda inst: None if inst.size == 1 else barrier(inst))
-
-
-COLLECTIVE_DTYPES = ("float16", "float32", "float64", "int32", "int64")
-ADDN_DTYPES = COLLECTIVE_DTYPES + ("uint8", "int16", "int8", "complex64", "uint16", "complex128", "uint32", "uint64")
-_TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
-# The allowed-type lists exactly as TF's kernels print them (they include types mirrorlab lacks).
-_TF_ALLOWED = {
-    "CollectiveReduceV2": "bfloat16, float, half, double, int32, int64",
-    "AddN": "float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, "
-            "quint16, uint16, complex128, half, uint32, uint64, variant",
-    "CollectiveBcastSendV2": "bool, float, half, double, int32, int64",
-}
-BROADCAST_DTYPES = ("bool", "float16", "float32", "float64", "int32", "int64")
-
-
-def tf_dtype(a: Any) -> str:
-    """TF's kernel-level dtype name (``float`` for float32, ``double``, ``half``)."""
-    name = dtype_name(a)
-    return _TF_NAMES.get(name, name)
-
-
-def _check_reducible(leaves: Sequence[Sequence[Any]], addn: bool) -> None:
-    """Reject dtypes TF's reduction kernels reject (bool, strings...), before any communication."""
-    allowed = ADDN_DTYPES if addn else COLLECTIVE_DTYPES
-    for leaf in leaves:
-        if dtype_name(leaf[0]) not in allowed:
-            raise _attr_not_allowed(leaf[0], "AddN" if addn else "CollectiveReduceV2",
-                                    "cast the value to one of those dtypes before reducing (e.g. bool -> int32).")
-
-
-def check_broadcastable(value: Any, what: str) -> None:
-    """TF's error for dtypes its cross-worker broadcast rejects (int8, uint8, complex...), before any work."""
-    if dtype_name(value) not in BROADCAST_DTYPES:
-        raise _attr_not_allowed(value, "CollectiveBcastSendV2",
-                                f"{what} is broadcast from the chief to every worker, which TF does only for those "
-                                "dtypes: create it as int32, int64 or a float.")
-
-
-def _attr_not_allowed(value: Any, kernel: str, fix: str) -> errors.InvalidArgumentError:
-    """TF's error for a dtype ``kernel`` does not take, with its allowed-type list and ``fix``."""
-    return errors.InvalidArgumentError(
-        f"Value for attr 'T' of {tf_dtype(value)} is not in the list of allowed values: {_TF_ALLOWED[kernel]}\n\t; "
-        f"NodeDef: {{{{node {kernel}}}}}\nFix: {fix}")
-
-
-GATHER_DTYPES = ("float32", "float16", "float64", "int32", "int64")
-
-
-def check_gatherable(leaves: Sequence[Sequence[Any]]) -> None:
-    """TF's TypeError for dtypes its gathers across replicas reject (bool, strings...), before any work."""
-    for leaf in leaves:
-        if dtype_name(leaf[0]) not in GATHER_DTYPES:
-            raise TypeError(f"Value passed to parameter 'input' has DataType {dtype_name(leaf[0])} not in list of "
-                            f"allowed values: {', '.join(GATHER_DTYPES)}\nFix: cast the value to one of those "
-                            "dtypes before gathering (e.g. bool -> int32).")
-
-
-def _dims(a: Any) -> str:
-    return "[" + ",".join(str(d) for d in shape_of(a)) + "]"
 
 
 def _jsonable(shape: Any) -> list:

@@ -15,7 +15,8 @@ from .replica_context import ReplicaContext
 from .strategy import (ExperimentalMultiWorkerMirroredStrategy, MirroredStrategy, MultiWorkerMirroredStrategy,
                        OneDeviceStrategy, RunOptions, Strategy, StrategyExtended)
 from .values import DistributedValues, Mirrored, PerReplica, PerReplicaSpec
-from .variables import DistributedVariable, MirroredVariable, SyncOnReadVariable, Variable
+from .distributed_variables import DistributedVariable, MirroredVariable, SyncOnReadVariable
+from .variables import Variable
 
 experimental = SimpleNamespace(CommunicationOptions=CommunicationOptions,
                                CommunicationImplementation=CommunicationImplementation,

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 from .. import nest
 from ..aggregation import ReduceOp
 from ..callsite import user_call_site
+from ..cluster.devices import canonical_device
 from ..tensor import IndexedSlices, as_tensor, is_cupy
 from . import context
 from .regroup import regroup, select_replica
 from .one_device import check_batch_placement
 from .values import Mirrored, ReplicaValues
-from .variables import ComponentVariable, DistributedVariable, Variable, _ArrayLike, _new_tensor
+from .distributed_variables import ComponentVariable, DistributedVariable
+from .variables import Variable, _ArrayLike, _new_tensor
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -153,8 +155,6 @@ class ExtendedApi:
         if isinstance(destination, ComponentVariable):
             return destination._local_id
         if isinstance(destination, str):
-            from .strategy import canonical_device  # strategy imports this module
-
             try:
                 wanted = canonical_device(destination).rsplit("/", 1)[1]  # "device:GPU:1", on any job and task
             except ValueError:

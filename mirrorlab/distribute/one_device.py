@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import errors
-from ..collective.group import tf_dtype
+from .kernel_dtypes import tf_dtype
 from ..tensor import array_module, dtype_name, frozen
 
 __all__ = ["is_int32", "concat_on_one_device", "check_batch_placement"]

@@ -14,6 +14,7 @@ from ..collective.communicator import FIX_DESYNC
 from ..communication import Options
 from ..tensor import IndexedSlices, as_tensor
 from . import context
+from .kernel_dtypes import check_addn_inputs, check_reducible
 from .one_device import check_batch_placement
 from .regroup import regroup, select_replica
 from .replica_pool import MERGE_CALL, SyncRequest
@@ -22,7 +23,7 @@ from .scatter import reduce_slices
 if TYPE_CHECKING:
     from .strategy import Strategy
 
-__all__ = ["ReplicaContext"]
+__all__ = ["ReplicaContext", "checked_all_reduce"]
 
 
 class ReplicaContext:
@@ -81,7 +82,7 @@ class ReplicaContext:
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
             dense = [leaf for leaf in by_leaf if not isinstance(leaf[0], IndexedSlices)]
             one_device = ext._is_mirrored and check_batch_placement(by_leaf) and ext._int32_on_one_device
-            reduced = iter(ext._group.all_reduce(op, dense, requests[0].site, options, addn=one_device)
+            reduced = iter(checked_all_reduce(ext, op, dense, requests[0].site, options, addn=one_device)
                            if dense else ())
             results = [reduce_slices(self._strategy, op, leaf, requests[0].site)
                        if isinstance(leaf[0], IndexedSlices) else next(reduced) for leaf in by_leaf]
@@ -185,3 +186,13 @@ def _flat_signature(structure: Any) -> tuple | None:
     if nest.is_flat_sequence(structure):
         return (type(structure), len(structure))
     return None
+
+
+def checked_all_reduce(ext: Any, op: ReduceOp, leaves: list[list[Any]], site: str, options: Options | None,
+                addn: bool) -> list[Any]:
+    """The group's all-reduce after TF's dtype checks; ``addn`` marks TF's single-worker reduce, one local AddN
+    (its dtype list and errors, and a mismatch poisons nothing)."""
+    check_reducible(leaves, addn)
+    if addn:
+        check_addn_inputs(leaves)
+    return ext._group.all_reduce(op, leaves, site, options)

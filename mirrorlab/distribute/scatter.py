@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import errors
 from ..aggregation import ReduceOp
-from ..collective.group import tf_dtype, truediv_dtype
+from ..collective.group import truediv_dtype
+from .kernel_dtypes import tf_dtype
 from ..tensor import IndexedSlices, like, to_host, truncating_divide
 from .values import ReplicaValues
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
-from ..collective.group import tf_dtype
+from .kernel_dtypes import tf_dtype
 from ..tensor import as_tensor, like, to_host
 
 __all__ = ["NdDelta", "ScatterNdMethods", "SCATTER_ND_KINDS", "PER_COPY_ND_KINDS", "scatter_nd"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,12 +16,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import config as device_config, errors, nest
+from .. import config as device_config, nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..callsite import calls_from, user_call_site
 from ..cluster import ClusterResolver, TFConfigClusterResolver
 from ..cluster import roles
-from ..collective.group import CollectiveGroup, check_broadcastable, check_gatherable, tf_dtype, truediv_dtype
+from ..cluster.devices import local_device
+from ..collective.group import CollectiveGroup, truediv_dtype
+from .kernel_dtypes import check_broadcastable, check_gatherable, check_reducible, tf_dtype
 from ..communication import CommunicationImplementation, Options
 from ..runtime import WorkerRuntime, current_environment
 from ..frontend import current_frontend
@@ -36,14 +37,14 @@ from .input_lib import DistributedDataset
 from .one_device import concat_on_one_device, is_int32
 from .regroup import regroup, select_replica
 from .scatter import reduce_slices
-from .replica_context import ReplicaContext, is_python_number
+from .replica_context import ReplicaContext, checked_all_reduce, is_python_number
 from .replica_pool import InlinePool, SyncRequest, ThreadPool
 from .values import Mirrored, ReplicaValues
-from .variables import (DistributedVariable, MirroredVariable, SyncOnReadVariable, _initial_array,
-                        validate_synchronization_aggregation_trainable)
+from .distributed_variables import DistributedVariable, MirroredVariable, SyncOnReadVariable
+from .variables import _initial_array, validate_synchronization_aggregation_trainable
 
 __all__ = ["Strategy", "StrategyExtended", "MultiWorkerMirroredStrategy", "MirroredStrategy",
-           "default_strategy", "canonical_device"]
+           "default_strategy"]
 
 log = logging.getLogger("mirrorlab")
 
@@ -412,12 +413,14 @@ class Strategy:
                 else:
                     per_worker.append((i, _to_tensor(plain)))
         if per_replica:
-            reduced = ext._group.all_reduce(op, [ext._components(leaves[i]) for i in per_replica], site,
-                                            addn=single)
+            reduced = checked_all_reduce(ext, op, [ext._components(leaves[i]) for i in per_replica], site, None,
+                                  addn=single)
             for i, r in zip(per_replica, reduced):
                 out[i] = r
         if per_worker:
-            reduced = ext._group.all_reduce(op, [[v] for _, v in per_worker], site, mean_count=ext._num_workers)
+            per_worker_leaves = [[v] for _, v in per_worker]
+            check_reducible(per_worker_leaves, addn=False)
+            reduced = ext._group.all_reduce(op, per_worker_leaves, site, mean_count=ext._num_workers)
             for (i, _), r in zip(per_worker, reduced):
                 out[i] = r
         return out
@@ -607,48 +610,6 @@ def _truediv(numer: Any, denom: Any) -> Any:
     """``numer / cast(denom, numer.dtype)`` like TF's truediv (integers divide to float32 or float64)."""
     dtype = truediv_dtype(numer.dtype)
     return numer.astype(dtype, copy=False) / like(denom, numer).astype(dtype)
-
-
-_DEVICE_RE = re.compile(r"^(?:/job:(?P<job>[^/]+))?(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?/?(?:device:)?"
-                        r"(?P<type>[A-Za-z]+):(?P<index>\d+)$")
-_LOCAL_TASK = "/job:localhost/replica:0/task:0"
-
-
-def _parsed_device(spec: str) -> re.Match:
-    """``spec`` split into job, replica, task, type and index; ValueError unless it names a CPU or GPU."""
-    match = _DEVICE_RE.match(spec.strip())
-    if not match or match["type"].upper() not in ("CPU", "GPU"):
-        raise ValueError(f"Invalid device {spec!r}: expected a CPU or GPU device such as '/gpu:0' or "
-                         f"'{_LOCAL_TASK}/device:CPU:0'.")
-    return match
-
-
-def canonical_device(spec: str, prefix: str = _LOCAL_TASK) -> str:
-    """``"/gpu:1"`` -> ``"/job:localhost/replica:0/task:0/device:GPU:1"`` (the job, replica and task given are
-    replaced by ``prefix``)."""
-    return _device_name(_parsed_device(spec), prefix)
-
-
-def _device_name(match: re.Match, task_name: str) -> str:
-    """The full name of a parsed device on ``task_name``."""
-    return f"{task_name}/device:{match['type'].upper()}:{int(match['index'])}"
-
-
-def local_device(spec: str) -> str:
-    """A strategy's device (``canonical_device``), which must be on this process's task as TF requires: a remote
-    job needs a task, and any other job, replica or task is TF's unknown device."""
-    match = _parsed_device(spec)
-    job, replica, task = match["job"] or "localhost", int(match["replica"] or 0), match["task"]
-    task_name = f"/job:{job}/replica:{replica}/task:{int(task or 0)}"
-    full = _device_name(match, task_name)
-    if job != "localhost" and task is None:
-        raise ValueError(f"Remote device string must have task specified.E.g. 'task:0' in {full}\nFix: use this "
-                         "machine's devices, e.g. '/gpu:0'; other workers' devices come from TF_CONFIG under "
-                         "MultiWorkerMirroredStrategy.")
-    if task_name != _LOCAL_TASK:
-        raise errors.InvalidArgumentError(f"{full} unknown device.\nFix: MirroredStrategy uses this process's "
-                                          "devices, e.g. '/gpu:0'; use MultiWorkerMirroredStrategy for other tasks.")
-    return full
 
 
 class MultiWorkerMirroredStrategy(Strategy):

@@ -22,7 +22,8 @@ from .. import errors
 from ._kernels import nn_kernels
 from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
 from .autodiff import add_n as autodiff_add_n
-from ..collective.group import tf_dtype, truediv_dtype
+from ..collective.group import truediv_dtype
+from ..distribute.kernel_dtypes import tf_dtype
 from .constant import constant
 from ..tensor import array_module, as_tensor, is_string, truncating_divide
 from .tensor_conversion import convert_to_tensor

@@ -12,7 +12,7 @@ from .. import errors
 from .array_ops import (add, divide, greater, identity, maximum, minimum, multiply, ones_like, reduce_sum, sqrt,
                         stack, stop_gradient, subtract, where)
 from .autodiff import untracked
-from ..collective.group import tf_dtype
+from ..distribute.kernel_dtypes import tf_dtype
 from .nn_ops import l2_loss
 from ..tensor import IndexedSlices
 from .tensor_conversion import convert_to_tensor

@@ -15,7 +15,7 @@ from ._kernels import nn_kernels
 from .array_ops import (_RELU_TYPES, FLOAT_TYPES, _tensor, _unary, add, cast, check_types, reduce_mean, sigmoid, square,
                         squeeze, stop_gradient, subtract)
 from .autodiff import untracked, watched, with_gradient
-from ..collective.group import tf_dtype
+from ..distribute.kernel_dtypes import tf_dtype
 from ._kernels.summation import tf_sum, tf_sum_along
 from ..tensor import array_module, to_host
 from .tensor_conversion import convert_to_tensor

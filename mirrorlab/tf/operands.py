@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import errors
 from .autodiff import untracked
-from ..collective.group import tf_dtype
+from ..distribute.kernel_dtypes import tf_dtype
 from .constant import constant
 from ..tensor import as_tensor, is_string
 

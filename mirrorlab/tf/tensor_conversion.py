@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .autodiff import Tracked, untracked, watched
-from ..collective.group import tf_dtype
+from ..distribute.kernel_dtypes import tf_dtype
 from .constant import constant
 from .indexed_slices import dense
 from ..tensor import IndexedSlices, as_tensor, canonical, dtype_name, is_cupy, is_string, list_leaves, \

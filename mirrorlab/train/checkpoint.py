@@ -21,7 +21,8 @@ import numpy as np
 from .. import errors
 from ..aggregation import VariableAggregation, VariableSynchronization
 from ..distribute import context
-from ..distribute.variables import DistributedVariable, Variable, plain_variable
+from ..distribute.distributed_variables import DistributedVariable
+from ..distribute.variables import Variable, plain_variable
 from ..tensor import to_host
 from .files import remove_temp_dirpath, write_filepath, writes_own_path
 from .reader import checkpoint_key, load_arrays, load_checkpoint_manifest, saved_graph

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..aggregation import ReduceOp
 from ..distribute import context
-from ..distribute.variables import DistributedVariable, Variable
+from ..distribute.distributed_variables import DistributedVariable
+from ..distribute.variables import Variable
 
 __all__ = ["ExponentialMovingAverage"]
 

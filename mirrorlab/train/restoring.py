@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from .. import errors
-from ..collective.group import tf_dtype
-from ..distribute.variables import DistributedVariable, Variable
+from ..distribute.kernel_dtypes import tf_dtype
+from ..distribute.distributed_variables import DistributedVariable
+from ..distribute.variables import Variable
 from ..tensor import dtype_name
 from .reader import checkpoint_key
 from .tracking import escape_name, match_graph, trackable_children
