@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import errors, nn_kernels
+from . import errors, nn_kernels, portable_math
 from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
 from .autodiff import add_n as autodiff_add_n
 from .collective.group import tf_dtype, truediv_dtype
@@ -427,7 +427,7 @@ def negative(x: Any, name: str | None = None) -> Any:
 
 def tanh(x: Any, name: str | None = None) -> Any:
     """Hyperbolic tangent (floats only)."""
-    return _unary(x, np.tanh, FLOAT_TYPES, "tanh", lambda g, v, r: g * (1 - r * r))
+    return _unary(x, portable_math.tanh, FLOAT_TYPES, "tanh", lambda g, v, r: g * (1 - r * r))
 
 
 def relu(features: Any, name: str | None = None) -> Any:
