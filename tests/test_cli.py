@@ -24,7 +24,8 @@ def main():
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
     {extra}
-    print(f"worker {{index}} of {{strategy.num_replicas_in_sync}} replicas: sum {{float(total)}}, argv {{sys.argv[1:]}}")
+    replicas = strategy.num_replicas_in_sync
+    print(f"worker {{index}} of {{replicas}} replicas: sum {{float(total)}}, argv {{sys.argv[1:]}}")
 
 
 if __name__ == "__main__":

@@ -440,7 +440,8 @@ class SparseCategoricalCrossentropy(_Crossentropy):
     def call(self, y_true: Any, y_pred: Any) -> Any:
         y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
         labels = self._labels(y_true, y_pred)
-        logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))  # Keras: the log of clipped probabilities
+        # Keras: the log of clipped probabilities
+        logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
         shifted, log_norm = _log_sum_exp(logits, -1)
         losses = (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
         return losses if valid is None else np.where(valid, losses, 0).astype(losses.dtype)

@@ -8,7 +8,7 @@ __all__ = ["enabled_dispatch_targets"]
 
 
 def enabled_dispatch_targets() -> list[str]:
-    """The dispatch targets (beyond the baseline NumPy was built for) that this CPU has: ``X86_V3``, ``AVX512_ICL``..."""
+    """The dispatch targets beyond NumPy's build baseline that this CPU has (``X86_V3``, ``AVX512_ICL``...)."""
     try:
         from numpy._core import _multiarray_umath as umath
     except ImportError:  # NumPy 1.x
