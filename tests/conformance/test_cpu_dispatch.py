@@ -31,7 +31,7 @@ results = {
     "tf.nn.sigmoid_cross_entropy_with_logits": tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=x),
     "keras softmax": tf.keras.activations.softmax(x.reshape(-1, 6)),
     "keras tanh": tf.keras.activations.tanh(x), "keras sigmoid": tf.keras.activations.sigmoid(x),
-    "keras binary crossentropy": tf.keras.losses.BinaryCrossentropy(reduction=None)(labels, 1 / (1 + np.exp(-x))),
+    "keras binary crossentropy": tf.keras.losses.BinaryCrossentropy(reduction=None)(labels, tf.nn.sigmoid(x)),
     "keras logits crossentropy": tf.keras.losses.CategoricalCrossentropy(from_logits=True, reduction=None)(
         np.eye(6, dtype=np.float32)[labels.astype(int).reshape(-1, 6)[:, 0]], x.reshape(-1, 6)),
     **{f"portable_math.{n}": getattr(portable_math, n)(x) for n in ("exp", "expm1", "tanh", "cos")},
