@@ -1,32 +1,50 @@
-"""The ``mirrorlab`` command line (also ``python -m mirrorlab``)."""
+"""mirrorlab's command line (also ``python -m mirrorlab``): a demo on a simulated cluster, and your own
+MultiWorkerMirroredStrategy program run on one."""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
+
+from . import demo, run_script
+from ._version import __version__
+from .cli_args import USAGE_ERROR, OneLineErrorParser, UsageError
 
 __all__ = ["main"]
 
+CLOSED_PIPE = 141  # the status a shell reports for a process ended by SIGPIPE (``mirrorlab demo | head -1``)
 
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
 
-    print(run_demo(workers=args.workers, devices_per_worker=args.devices, steps=args.steps, seed=args.seed))
-    return 0
+def _parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="mirrorlab", description=__doc__.replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"mirrorlab {__version__}")
+    parser.set_defaults(takes_passthrough=False)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo.register(commands)
+    run_script.register(commands)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="mirrorlab", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="train a small model on a simulated 2-worker x 2-device cluster")
-    demo.add_argument("--workers", type=int, default=2, help="simulated workers (default 2)")
-    demo.add_argument("--devices", type=int, default=2, help="devices per worker (default 2)")
-    demo.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
-    demo.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
-    demo.set_defaults(func=_demo)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """Parse ``argv`` and run the chosen command; returns the exit status (2 for a bad command line). Arguments
+    after ``--`` are the command's ``args.passthrough`` (``mirrorlab run train.py -- --epochs 3``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    own, passthrough = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = _parser()
+    args = parser.parse_args(own)
+    if passthrough and not args.takes_passthrough:
+        parser.error(f"{args.command} takes no arguments after --")
+    args.passthrough = passthrough
+    try:
+        status = args.func(args)
+        sys.stdout.flush()  # a reader that went away (``| head -1``) shows here, not at interpreter exit
+    except UsageError as exc:
+        print(f"mirrorlab {args.command}: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return CLOSED_PIPE
+    return status
 
 
 if __name__ == "__main__":

@@ -1,19 +1,21 @@
-"""The demo job: linear regression trained with a custom MWMS loop, as a TF user would write it.
+"""The demo job and its command (``mirrorlab demo``): linear regression trained with a custom MWMS loop, as a TF
+user would write it, on a simulated cluster.
 
-``train`` is an ordinary mirrorlab program (it reads TF_CONFIG through the strategy), so the same
-function runs on a ``SimCluster`` here and, unchanged, on real workers.
+``train`` is an ordinary MultiWorkerMirroredStrategy program: the strategy reads each worker's TF_CONFIG, which
+the simulator sets per simulated worker.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 
 import numpy as np
 
 from . import distribute as ds
 from .aggregation import ReduceOp
+from .cli_args import UsageError, positive_int
 
-__all__ = ["train", "run_demo"]
+__all__ = ["train", "run_demo", "register"]
 
 FEATURES = 4
 TRUE_W = np.array([2.0, -1.0, 0.5, 3.0], dtype=np.float32)
@@ -65,11 +67,13 @@ def train(steps: int = 8, global_batch_size: int = 16, learning_rate: float = 0.
             "first_replica": ext._rank * len(ext.worker_devices), "is_chief": ext.should_checkpoint}
 
 
-def run_demo(workers: int = 2, devices_per_worker: int = 2, steps: int = 8, seed: int = 0) -> str:
-    """Run ``train`` on a simulated cluster and describe what happened and how to run it for real."""
+def run_demo(workers: int = 2, devices_per_worker: int = 2, steps: int = 8, seed: int = 0,
+             global_batch: int = 16) -> str:
+    """Run ``train`` on a simulated cluster and describe what happened and how to run your own program so."""
     from mirrorlab.sim import SimCluster
 
-    result = SimCluster(workers=workers, devices_per_worker=devices_per_worker, seed=seed).run(train, steps=steps)
+    result = SimCluster(workers=workers, devices_per_worker=devices_per_worker, seed=seed).run(
+        train, steps=steps, global_batch_size=global_batch)
     outcomes = result.values()
     chief = outcomes[0]
     lines = [f"mirrorlab demo: linear regression on a simulated cluster of {workers} workers x "
@@ -85,11 +89,39 @@ def run_demo(workers: int = 2, devices_per_worker: int = 2, steps: int = 8, seed
     lines += ["", f"learned w={np.round(chief['w'], 3).tolist()} b={chief['b']:.3f} "
                   f"(true w={TRUE_W.tolist()} b={float(TRUE_B)}); identical on every worker: {same}",
               f"virtual time {result.virtual_time:.3f} s, {len(result.trace)} collective trace events",
-              "", "to run the same program for real, start one process per host with its TF_CONFIG, e.g.:"]
-    for w in range(workers):
-        cfg = {"cluster": {"worker": [f"host{i}.example:2222" for i in range(workers)]},
-               "task": {"type": "worker", "index": w}}
-        lines.append(f"  host{w}: TF_CONFIG='{json.dumps(cfg)}' python train.py")
-    lines.append("(use real host names: never 'localhost' across machines)")
+              "", "All of this ran in this one process: the workers, their devices and the network are simulated.",
+              "Run your own MultiWorkerMirroredStrategy script the same way (each simulated worker runs it with "
+              "its own TF_CONFIG):",
+              f"  mirrorlab run train.py --workers {workers} --devices-per-worker {devices_per_worker} --seed {seed}",
+              "Training on real machines needs mirrorlab's gRPC backend, which is still being built."]
     return "\n".join(lines)
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    """``mirrorlab demo``: check that the global batch splits evenly over the replicas, then run and print."""
+    replicas = args.workers * args.devices
+    if args.global_batch % replicas:
+        fitting = [str(w) for w in range(1, args.global_batch + 1) if args.global_batch % (w * args.devices) == 0]
+        use = (f"use --workers {' or '.join([', '.join(fitting[:-1]), fitting[-1]] if fitting[:-1] else fitting)}, "
+               "or --global-batch") if fitting else "use fewer --devices-per-worker, or --global-batch"
+        raise UsageError(f"--workers {args.workers} gives {replicas} replicas; the demo's global batch "
+                         f"{args.global_batch} needs a divisor: {use}")
+    print(run_demo(workers=args.workers, devices_per_worker=args.devices, steps=args.steps, seed=args.seed,
+                   global_batch=args.global_batch))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``mirrorlab demo`` to the command line's ``commands``."""
+    demo = commands.add_parser("demo", help="train a small model on a simulated cluster (2 workers x 2 devices)",
+                               description="Train a linear regression with MultiWorkerMirroredStrategy on a "
+                                           "simulated cluster, and show the replica layout and the loss per step.")
+    demo.add_argument("--workers", type=positive_int, default=2, help="simulated workers (default 2)")
+    demo.add_argument("--devices-per-worker", "--devices", dest="devices", type=positive_int, default=2,
+                      help="devices per worker (default 2)")
+    demo.add_argument("--steps", type=positive_int, default=8, help="training steps (default 8)")
+    demo.add_argument("--global-batch", type=positive_int, default=16,
+                      help="examples per step over all replicas; a multiple of the replica count (default 16)")
+    demo.add_argument("--seed", type=int, default=0, help="simulation seed: fixes the interleaving (default 0)")
+    demo.set_defaults(func=_demo_command)
 

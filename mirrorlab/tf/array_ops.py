@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
-from ._kernels import nn_kernels
+from ._kernels import nn_kernels, portable_math
 from .autodiff import BINARY_GRADIENTS, Tracked, broadcast_back, untracked, watched, with_gradient
 from .autodiff import add_n as autodiff_add_n
 from ..collective.group import truediv_dtype
@@ -429,7 +429,7 @@ def negative(x: Any, name: str | None = None) -> Any:
 
 def tanh(x: Any, name: str | None = None) -> Any:
     """Hyperbolic tangent (floats only)."""
-    return _unary(x, np.tanh, FLOAT_TYPES, "tanh", lambda g, v, r: g * (1 - r * r))
+    return _unary(x, portable_math.tanh, FLOAT_TYPES, "tanh", lambda g, v, r: g * (1 - r * r))
 
 
 def relu(features: Any, name: str | None = None) -> Any:

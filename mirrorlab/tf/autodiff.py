@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import nest
+from ._kernels import portable_math
 from .indexed_slices import accumulate
 from ._kernels.summation import tf_sum
 from ..tensor import asarray, integer_division, like, tensor_view, to_host
@@ -119,7 +120,7 @@ def _plain(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
 def _install_operators() -> None:
     """Tracked's binary operators: ``+ - * / ** @`` (and reflected) with their gradients; those without a gradient
     (TF gives None through them) with plain results: comparisons (element-wise, as a tensor's), ``//`` and ``%``."""
-    ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "pow": np.power,
+    ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "pow": portable_math.power,
            "matmul": np.matmul}
     for name, grads in BINARY_GRADIENTS.items():
         setattr(Tracked, f"__{name}__", lambda self, other, op=ops[name], grads=grads: _binary(self, other, op, grads))
@@ -142,8 +143,9 @@ def _power_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
     """The partial derivatives of ``a ** b``; as TF's, the exponent's is 0 where ``a <= 0`` (no log there)."""
     a, b = asarray(a), asarray(b)
     positive = a > 0
-    log_a = np.where(positive, np.log(np.where(positive, a, 1)), 0).astype(a.dtype)
-    return g * b * a ** (b - b.dtype.type(1)), g * a ** b * log_a
+    log_a = np.where(positive, portable_math.log(np.where(positive, a, 1)), 0).astype(a.dtype)
+    power = portable_math.power
+    return g * b * power(a, b - b.dtype.type(1)), g * power(a, b) * log_a
 
 
 def _matmul_grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:

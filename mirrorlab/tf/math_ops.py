@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from .. import errors
+from ._kernels import portable_math
 from .array_ops import (FLOAT_TYPES, _arithmetic, _operands, _tensor, _unary, check_types, exp, log, reduce_max,
                         reduce_mean, reduce_sum, reshape, sqrt, square, stop_gradient, subtract, where)
 from .autodiff import untracked, watched, with_gradient
 from ..collective.group import truediv_dtype
 from .constant import constant
-from ._kernels.nn_kernels import exp as exp_kernel
+from ._kernels.nn_kernels import exp as exp_kernel, log1p as log1p_kernel
 from ..tensor import array_module, integer_division
 
 __all__ = ["ceil", "divide_no_nan", "erf", "erfc", "expm1", "floor", "floordiv", "floormod", "log1p", "logical_and",
@@ -77,12 +78,12 @@ def rsqrt(x: Any, name: str | None = None) -> Any:
 
 def log1p(x: Any, name: str | None = None) -> Any:
     """``log(1 + x)`` (floats)."""
-    return _unary(x, np.log1p, FLOAT_TYPES, "log1p", lambda g, v, r: g / (1 + v))
+    return _unary(x, log1p_kernel, FLOAT_TYPES, "log1p", lambda g, v, r: g / (1 + v))
 
 
 def expm1(x: Any, name: str | None = None) -> Any:
     """``exp(x) - 1`` without its cancellation near 0 (floats); the gradient ``g * exp(x)``, as TF's."""
-    return _unary(x, np.expm1, FLOAT_TYPES, "expm1", lambda g, v, r: g * exp_kernel(v))
+    return _unary(x, portable_math.expm1, FLOAT_TYPES, "expm1", lambda g, v, r: g * exp_kernel(v))
 
 
 def _special(name: str) -> Callable[[Any], Any]:
@@ -125,7 +126,7 @@ def pow(x: Any, y: Any, name: str | None = None) -> Any:  # noqa: A001 (TF's nam
     check_types(a, _POW_TYPES, "pow")
     if a.dtype.kind in "iu" and np.any(b < 0):
         raise errors.InvalidArgumentError("Integers to negative integer powers are not allowed [Op:Pow] name: ")
-    return _arithmetic(x, y, "Pow", np.power, "pow")
+    return _arithmetic(x, y, "Pow", portable_math.power, "pow")
 
 
 def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:

@@ -5,6 +5,7 @@ the sigmoid cross-entropy's through TF's composition of it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -251,7 +252,7 @@ def softplus(features: Any, name: str | None = None) -> Any:
     ``log(eps) + 2``; the gradient ``g / (exp(-x) + 1)`` as SoftplusGrad. (Between the cut-offs TF's vectorized
     log1p can differ from the C library's in the last bit.)"""
     def forward(v: Any) -> Any:
-        threshold = v.dtype.type(np.log(np.finfo(v.dtype).eps) + 2)
+        threshold = v.dtype.type(math.log(np.finfo(v.dtype).eps) + 2)
         e = nn_kernels.exp(v)
         return np.where(v > -threshold, v, np.where(v < threshold, e, nn_kernels.log1p(e)))
     return _unary(features, forward, _SOFTMAX_TYPES, "nn.softplus",

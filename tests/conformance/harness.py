@@ -69,9 +69,9 @@ def _close(expected: Any, actual: Any, rtol: float) -> bool:
 
 
 def differences(expected: Any, actual: Any, compare_messages: bool = True, path: str = "",
-                rtol: dict[str, float] | None = None) -> list[str]:
+                rtol: dict[str, float] | None = None, python_rtol: float = PYTHON_FLOAT_RTOL) -> list[str]:
     """Human-readable differences between a TF result (``expected``) and a mirrorlab result (``actual``), floats
-    within ``rtol`` (per dtype; default RTOL)."""
+    within ``rtol`` (per dtype; default RTOL), Python floats within ``python_rtol``."""
     where = path or "result"
     if _is_error(expected):
         if not _is_error(actual):
@@ -98,13 +98,13 @@ def differences(expected: Any, actual: Any, compare_messages: bool = True, path:
             return [f"{where}: TF gave {expected!r}, mirrorlab {actual!r}"]
         return [d for key in expected
                 for d in differences(expected[key], actual[key], compare_messages, f"{path}.{key}" if path else key,
-                                     rtol)]
+                                     rtol, python_rtol)]
     if isinstance(expected, list):
         if not isinstance(actual, list) or len(expected) != len(actual):
             return [f"{where}: TF gave {expected!r}, mirrorlab {actual!r}"]
         return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for d in differences(e, a, compare_messages, f"{where}[{i}]", rtol)]
-    if not _close(expected, actual, PYTHON_FLOAT_RTOL):
+                for d in differences(e, a, compare_messages, f"{where}[{i}]", rtol, python_rtol)]
+    if not _close(expected, actual, python_rtol):
         return [f"{where}: TF gave {expected!r}, mirrorlab {actual!r}"]
     return []
 

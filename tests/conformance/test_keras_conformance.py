@@ -11,13 +11,20 @@ import pytest
 
 import mirrorlab.tf as ml
 
-from .harness import differences, load_golden
+from .harness import PYTHON_FLOAT_RTOL, RTOL, differences, load_golden
 from .keras_cases import KERAS_CASES, KerasEnv, run_case
 
 # Deliberate differences (skipped): case name -> why mirrorlab differs from TF on purpose.
 DELIBERATE_DIFFERENCES: dict[str, str] = {}
 # Unfixed differences (strict xfail): case name -> the difference (mirrorlab vs TF).
 KNOWN_DIFFERENCES: dict[str, str] = {}
+# Cases whose recorded Python floats (``evaluate(return_dict=True)``: float32 metrics as Python floats) sit at the
+# last bit of float32: case name -> why, compared to float32's relative 1e-6 instead of Python floats' 1e-12.
+FLOAT32_LAST_BIT: dict[str, str] = {
+    "fit_sample_weight": "evaluate_unweighted: TF's own loss and ce, the same mean, differ by one float32 ulp "
+                         "(1.5465789 vs 1.546579); mirrorlab's CPU-independent exp/log give 1.5465788 for both, "
+                         "NumPy's AVX-512 float32 exp/log happened to give TF's loss",
+}
 
 
 @functools.cache
@@ -35,7 +42,8 @@ def _params() -> list:
 def test_keras_case_matches_tensorflow(name: str) -> None:
     """The case's values, dtypes, shapes and errors equal TF's."""
     env = KerasEnv(ml.keras, ml.data, ml.MirroredStrategy(["/cpu:0", "/cpu:1"]), ml.get_replica_context, ml.train, ml)
-    problems = differences(golden()[name][0], run_case(name, env))
+    python_rtol = RTOL["float32"] if name in FLOAT32_LAST_BIT else PYTHON_FLOAT_RTOL
+    problems = differences(golden()[name][0], run_case(name, env), python_rtol=python_rtol)
     assert not problems, f"{name} differs from TF 2.21:\n" + "\n".join(problems[:8])
 
 

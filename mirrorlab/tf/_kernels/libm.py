@@ -1,4 +1,4 @@
-"""The C math library's ``log`` and ``sincos`` as TF's CPU random kernels call them, one value at a time.
+"""The C math library's ``log``, ``log1p`` and ``sincos`` as TF's CPU kernels call them, one value at a time.
 
 TF's normal samplers (Box-Muller) call the platform's ``logf``/``sincosf`` (``log``/``sincos`` for float64; ``sin``
 and ``cos`` off Linux). glibc's float versions are not correctly rounded (about 1 value in 100 differs from a
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["log", "sincos"]
+__all__ = ["log", "log1p", "sincos"]
 
 _C_TYPE = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 _SUFFIX = {np.dtype(np.float32): "f", np.dtype(np.float64): ""}
@@ -45,13 +45,26 @@ def _function(name: str, dtype: np.dtype, outputs: int) -> Any:
     return function
 
 
+def _each(name: str, x: np.ndarray) -> np.ndarray:
+    """The C library's ``name`` (float64) or ``name`` + ``f`` (float32) of every value of ``x``: one scalar call per
+    value, so the same on every CPU, where NumPy's own loops are SIMD kernels chosen by the CPU's features."""
+    x = np.asarray(x)
+    function = _function(name + _SUFFIX[x.dtype], x.dtype, 0)
+    if function is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return getattr(np, name)(x.astype(np.float64)).astype(x.dtype)
+    return np.array([function(v) for v in x.ravel().tolist()], x.dtype).reshape(x.shape)
+
+
 def log(x: np.ndarray) -> np.ndarray:
     """The C library's ``logf`` (float32) or ``log`` (float64) of every value."""
-    x = np.asarray(x)
-    function = _function("log" + _SUFFIX[x.dtype], x.dtype, 0)
-    if function is None:
-        return np.log(x.astype(np.float64)).astype(x.dtype)
-    return np.array([function(v) for v in x.ravel().tolist()], x.dtype).reshape(x.shape)
+    return _each("log", x)
+
+
+def log1p(x: np.ndarray) -> np.ndarray:
+    """The C library's ``log1pf`` (float32) or ``log1p`` (float64) of every value: what TF's element-wise kernels
+    call for values outside a full packet."""
+    return _each("log1p", x)
 
 
 def sincos(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from . import libm, portable_math
 from .summation import tf_sum_along
 from ...tensor import array_module
 
@@ -119,10 +120,13 @@ def log(x: Any) -> Any:
 
 
 def log1p(x: Any) -> Any:
-    """``log(1 + x)`` as TF's element-wise kernels give it: the C library's, in ``x``'s dtype (NumPy calls the same
-    ``log1pf``, which is not correctly rounded)."""
+    """``log(1 + x)`` as TF's element-wise kernels give it: the C library's ``log1pf``/``log1p`` for NumPy float32
+    and float64 (not correctly rounded; NumPy's own float32 ``log1p`` is a SIMD kernel that depends on the CPU),
+    other floats computed in float64 and rounded."""
+    if isinstance(x, (np.ndarray, np.generic)) and x.dtype in (np.float32, np.float64):
+        return libm.log1p(x)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return array_module(x).log1p(x)
+        return portable_math.log1p(x)
 
 
 def _shifted(x: Any, axis: int) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import portable_math
 from .._kernels.philox import PhiloxStream
 from .._kernels.random_kernels import multinomial_row, stateless_stream
 from ...tensor import Tensor, as_tensor
@@ -57,7 +58,7 @@ def _log_weights(*weights: Any) -> np.ndarray:
     """TF's logits of one element of a weights dataset: ``log`` of the element as a [1, n] row (zero weights give
     -inf, never drawn)."""
     with np.errstate(divide="ignore"):
-        return np.log(np.asarray(weights))
+        return portable_math.log(np.asarray(weights))
 
 
 def _float_weights(weights: Any) -> np.ndarray:
@@ -96,7 +97,7 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Any = None, seed:
                 kept = [(d, w) for d, w in zip(datasets, weights) if w > 0]
                 datasets, weights = ([d for d, _ in kept], [w for _, w in kept]) if kept else \
                     ([datasets[0].take(0)], [1.0])
-            logits = np.log(_float_weights(weights))[None]
+            logits = portable_math.log(_float_weights(weights))[None]
         if len(datasets) == 1:
             return datasets[0]
         selector = seeds.map(lambda pair: _draw(logits, pair))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import portable_math
 from .._kernels.summation import tf_sum_along
 
 __all__ = ["get", "serialize", "deserialize", "Activation", "linear", "relu", "sigmoid", "tanh", "softmax",
@@ -52,19 +53,19 @@ class Activation:
 def softmax(z: Any, axis: int = -1) -> Any:
     """``exp(z - max) / sum(exp(z - max))`` along ``axis``: the softmax activation, and the probabilities TF's
     softmax cross-entropy kernels differentiate with."""
-    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    e = portable_math.exp(z - z.max(axis=axis, keepdims=True))
     return e / tf_sum_along(e, axis)
 
 
 def _sigmoid(z: Any) -> Any:
-    return 0.5 * (np.tanh(0.5 * z) + 1.0)
+    return 0.5 * (portable_math.tanh(0.5 * z) + 1.0)
 
 
 _ACTIVATIONS = {
     "linear": Activation("linear", lambda z: z, lambda z, a, da: da),
     "relu": Activation("relu", lambda z: np.maximum(z, 0), lambda z, a, da: da * (z > 0)),
     "sigmoid": Activation("sigmoid", _sigmoid, lambda z, a, da: da * a * (1 - a), keeps_logits=True),
-    "tanh": Activation("tanh", np.tanh, lambda z, a, da: da * (1 - a * a)),
+    "tanh": Activation("tanh", portable_math.tanh, lambda z, a, da: da * (1 - a * a)),
     "softmax": Activation("softmax", softmax,
                           lambda z, a, da: a * (da - tf_sum_along(da * a, -1)), keeps_logits=True),
 }

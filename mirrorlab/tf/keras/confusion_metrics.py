@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import portable_math
 from ..autodiff import untracked
 from ...distribute import get_strategy, has_strategy
 from ..math_ops import divide_no_nan
@@ -298,7 +299,8 @@ class AUC(Metric):
         slope = _divide_no_nan(dtp, np.maximum(dp, 0))
         intercept = tp[1:] - slope * p[1:]
         ratio = np.where((p[:-1] > 0) & (p[1:] > 0), _divide_no_nan(p[:-1], np.maximum(p[1:], 0)), one)
-        increments = _divide_no_nan(slope * (dtp + intercept * np.log(ratio)), np.maximum(tp[1:] + fn[1:], 0))
+        increments = _divide_no_nan(slope * (dtp + intercept * portable_math.log(ratio)),
+                                    np.maximum(tp[1:] + fn[1:], 0))
         return self._total(increments)
 
     def _total(self, terms: np.ndarray) -> Any:

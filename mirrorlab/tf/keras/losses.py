@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ... import errors
-from .._kernels import nn_kernels
+from .._kernels import nn_kernels, portable_math
 from ...distribute import context
 from ..autodiff import track, unbroadcast, untracked, watched
 from ..nn import broadcasting, compute_average_loss, softplus
@@ -349,12 +349,12 @@ class LogCosh(_DifferenceMean):
     default_name = "log_cosh"
 
     def _f(self, diff: Any) -> Any:
-        log2 = diff.dtype.type(np.float32(np.log(np.float32(2.0))))
+        log2 = diff.dtype.type(portable_math.log(np.float32(2.0)))
         return diff + untracked(softplus(diff * diff.dtype.type(-2.0))) - log2
 
     def _df(self, diff: Any) -> Any:
         one = diff.dtype.type(1)
-        return one - diff.dtype.type(2) / (np.exp(diff * diff.dtype.type(2)) + one)
+        return one - diff.dtype.type(2) / (portable_math.exp(diff * diff.dtype.type(2)) + one)
 
 
 class MeanSquaredLogarithmicError(_ElementwiseMean):
@@ -441,7 +441,8 @@ class SparseCategoricalCrossentropy(_Crossentropy):
     def call(self, y_true: Any, y_pred: Any) -> Any:
         y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
         labels = self._labels(y_true, y_pred)
-        logits = y_pred if self.from_logits else np.log(_clipped(y_pred))  # Keras: the log of clipped probabilities
+        # Keras: the log of clipped probabilities
+        logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
         shifted, log_norm = _log_sum_exp(logits, -1)
         losses = (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
         return losses if valid is None else np.where(valid, losses, 0).astype(losses.dtype)
@@ -451,7 +452,7 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         labels = self._labels(y_true, y_pred)
         xp = array_module(y_pred)
         onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
-        logits = y_pred if self.from_logits else np.log(_clipped(y_pred))
+        logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
         grad = activations.softmax(logits, -1) - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
         if upstream is not None:
             grad = grad * asarray(upstream).reshape(labels.shape)[..., None]
@@ -533,7 +534,7 @@ def _through_clipped_log(grad: Any, p: Any) -> Any:
 def _log_sum_exp(x: Any, axis: int) -> tuple[Any, Any]:
     """``x - max(x)`` along ``axis`` and the log of the sum of its exponentials (TF's stable softmax terms)."""
     shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted, np.log(tf_sum(np.exp(shifted), axis=axis, keepdims=True))
+    return shifted, portable_math.log(tf_sum(portable_math.exp(shifted), axis=axis, keepdims=True))
 
 
 class BinaryCrossentropy(_DenseCrossentropy):
@@ -547,10 +548,10 @@ class BinaryCrossentropy(_DenseCrossentropy):
 
     def _elementwise(self, y_true: Any, y_pred: Any) -> Any:
         if self.from_logits:  # TF's sigmoid_cross_entropy_with_logits
-            terms = (np.maximum(y_pred, 0) - y_pred * y_true) + np.log1p(np.exp(-abs(y_pred)))
+            terms = (np.maximum(y_pred, 0) - y_pred * y_true) + portable_math.log1p(portable_math.exp(-abs(y_pred)))
         else:
             p = np.clip(y_pred, EPSILON, 1 - EPSILON)
-            terms = -(y_true * np.log(p) + (1 - y_true) * np.log(1 - p))
+            terms = -(y_true * portable_math.log(p) + (1 - y_true) * portable_math.log(1 - p))
         return tf_mean(terms, axis=self.axis)
 
     def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
@@ -586,7 +587,7 @@ class CategoricalCrossentropy(_DenseCrossentropy):
             shifted, log_norm = _log_sum_exp(y_pred, self.axis)
             return tf_sum(y_true * (log_norm - shifted), axis=self.axis)
         probs = np.clip(y_pred / tf_sum(y_pred, axis=self.axis, keepdims=True), EPSILON, 1 - EPSILON)
-        return -tf_sum(y_true * np.log(probs), axis=self.axis)
+        return -tf_sum(y_true * portable_math.log(probs), axis=self.axis)
 
     def _elementwise_grad(self, y_true: Any, y_pred: Any, upstream: Any) -> Any:
         if self.from_logits:  # TF's op gradient: softmax minus the labels

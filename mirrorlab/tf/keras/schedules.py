@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import portable_math
+
 __all__ = ["CosineDecay", "ExponentialDecay", "InverseTimeDecay", "LearningRateSchedule", "PiecewiseConstantDecay",
            "PolynomialDecay"]
 
@@ -62,7 +64,7 @@ class ExponentialDecay(_RateOverSteps):
         super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step: Any) -> Any:
-        return _F(self.initial_learning_rate) * np.power(_F(self.decay_rate), self._progress(step), dtype=_F)
+        return _F(self.initial_learning_rate) * portable_math.power(_F(self.decay_rate), self._progress(step), dtype=_F)
 
 
 class InverseTimeDecay(_RateOverSteps):
@@ -113,7 +115,7 @@ class PolynomialDecay(LearningRateSchedule):
             decay = decay * multiplier
         else:
             steps = min(steps, decay)
-        fraction = np.power(_F(1) - steps / decay, _F(self.power), dtype=_F)
+        fraction = portable_math.power(_F(1) - steps / decay, _F(self.power), dtype=_F)
         start, end = _F(self.initial_learning_rate), _F(self.end_learning_rate)
         return (start - end) * fraction + end
 
@@ -135,5 +137,5 @@ class CosineDecay(LearningRateSchedule):
             return start + (_F(self.warmup_target) - start) * (_F(step) / _F(self.warmup_steps))
         top = start if self.warmup_target is None else _F(self.warmup_target)
         done = min(_F(step) - _F(self.warmup_steps if self.warmup_target is not None else 0), _F(self.decay_steps))
-        cosine = _F(0.5) * (_F(1) + np.cos(_F(math.pi) * done / _F(self.decay_steps), dtype=_F))
+        cosine = _F(0.5) * (_F(1) + portable_math.cos(_F(math.pi) * done / _F(self.decay_steps), dtype=_F))
         return top * ((_F(1) - _F(self.alpha)) * cosine + _F(self.alpha))

@@ -1,0 +1,43 @@
+"""Faults written as short command-line specs (``crash:1@step=3``, ``cut:0-1``, ``drop:0-1:0.5``), parsed into the
+simulator's fault objects, with one-line errors that show the accepted forms."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .faults import Crash, Cut, Delay, Drop, Fault, Preempt, Slow
+
+__all__ = ["FAULT_FORMS", "parse_fault"]
+
+_NUMBER = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"  # a non-negative decimal: 0.5, 2, 1e-3
+# kind -> (the accepted form, a pattern for what follows "kind:", a builder from the pattern's groups)
+_KINDS: dict[str, tuple[str, str, Callable[..., Fault]]] = {
+    "crash": ("crash:WORKER@step=N (or @collective=N, @save=N; N from 1)",
+              r"(\d+)@(step|collective|save)=([1-9]\d*)",
+              lambda w, where, n: Crash(int(w), **{{"step": "at_step", "collective": "at_collective",
+                                                     "save": "during_save"}[where]: int(n)})),
+    "preempt": ("preempt:WORKER@step=N (N from 1)", r"(\d+)@step=([1-9]\d*)", lambda w, n: Preempt(int(w), int(n))),
+    "slow": ("slow:WORKER:SECONDS_PER_STEP", r"(\d+):" + _NUMBER, lambda w, s: Slow(int(w), float(s))),
+    "cut": ("cut:A-B", r"(\d+)-(\d+)", lambda a, b: Cut(int(a), int(b))),
+    "drop": ("drop:SRC-DST[:PROBABILITY]", r"(\d+)-(\d+)(?::" + _NUMBER + ")?",
+             lambda s, d, p: Drop(int(s), int(d), 1.0 if p is None else float(p))),
+    "delay": ("delay:SRC-DST:SECONDS", r"(\d+)-(\d+):" + _NUMBER, lambda s, d, t: Delay(int(s), int(d), float(t))),
+}
+FAULT_FORMS = ", ".join(form for form, _, _ in _KINDS.values())
+
+
+def parse_fault(spec: str) -> Fault:
+    """The fault ``spec`` describes; ValueError (one line, naming the spec and the accepted form) when it is not
+    one of FAULT_FORMS or its numbers are out of range."""
+    kind, _, rest = spec.partition(":")
+    if kind not in _KINDS:
+        raise ValueError(f"fault {spec!r}: unknown kind {kind!r}; use one of {FAULT_FORMS}")
+    form, pattern, build = _KINDS[kind]
+    match = re.fullmatch(pattern, rest)
+    if match is None:
+        raise ValueError(f"fault {spec!r}: expected {form}")
+    fault = build(*match.groups())
+    if isinstance(fault, Drop) and not 0.0 <= fault.probability <= 1.0:
+        raise ValueError(f"fault {spec!r}: the probability {fault.probability} must be between 0 and 1")
+    return fault
