@@ -1,1 +1,1 @@
-"""Cluster diagnostics (``mirrorlab diagnose`` / ``preflight``): not part of this release yet."""
+"""Cluster diagnostics: coded findings about TF_CONFIGs, environments and traces (``mirrorlab diagnose``)."""
