@@ -197,7 +197,8 @@ def _loopback_mixed(view: TFConfigView, usable: list[tuple[str, str, HostPort]])
     if not local or not remote:
         return []
     return [Finding(LOOPBACK_IN_MULTI_HOST, Severity.ERROR, tuple(label for label, _ in local),
-                    f"{', '.join(label for label, _ in local)} use a loopback address while other tasks are on "
+                    f"{', '.join(label for label, _ in local)} {'uses' if len(local) == 1 else 'use'} a loopback "
+                    f"address while other tasks are on "
                     f"{', '.join(remote)}",
                     f"{view.source}: " + ", ".join(f"{label} = {address!r}" for label, address in local),
                     "Every worker reads the same cluster, so 'localhost' means a different machine to each of them: "
