@@ -60,21 +60,21 @@ _ODD_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 70000), st.flo
                         st.text(max_size=12), st.just([]), st.just({}), st.just(["h:1"]), st.just({"1": "h:1"}))
 
 
-def _paths(value: Any, path: tuple = ()) -> list[tuple]:
+def json_paths(value: Any, path: tuple = ()) -> list[tuple]:
     """Every path (keys/indices) to a node of a decoded JSON value."""
     found = [path]
     if isinstance(value, dict):
         for key, child in value.items():
-            found += _paths(child, path + (key,))
+            found += json_paths(child, path + (key,))
     elif isinstance(value, list):
         for i, child in enumerate(value):
-            found += _paths(child, path + (i,))
+            found += json_paths(child, path + (i,))
     return found
 
 
-def _mutate(config: Any, data: st.DataObject) -> Any:
+def mutate(config: Any, data: st.DataObject) -> Any:
     """One JSON-level mutation: drop a key, replace a value (null, retyped, odd), nest it deeper, rename a key."""
-    path = data.draw(st.sampled_from(_paths(config)[1:]))
+    path = data.draw(st.sampled_from(json_paths(config)[1:]))
     parent = config
     for step in path[:-1]:
         parent = parent[step]
@@ -100,8 +100,8 @@ def _mutate(config: Any, data: st.DataObject) -> Any:
 def test_mutated_configs_never_raise(config: dict[str, Any], data: st.DataObject) -> None:
     mutated = copy.deepcopy(config)
     for _ in range(data.draw(st.integers(1, 3))):
-        if isinstance(mutated, (dict, list)) and _paths(mutated)[1:]:
-            mutated = _mutate(mutated, data)
+        if isinstance(mutated, (dict, list)) and json_paths(mutated)[1:]:
+            mutated = mutate(mutated, data)
     findings = check_tf_config(json.dumps(mutated))
     assert all(isinstance(f, Finding) for f in findings)
 

@@ -7,8 +7,10 @@ import json
 import warnings
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mirrorlab.tf as tf
+from test_diagnostics_properties import json_paths, mutate, valid_tf_configs
 from mirrorlab.diagnostics.runtime_hook import TFConfigWarning
 
 
@@ -47,3 +49,22 @@ def test_clean_tf_config_does_not_warn(monkeypatch: pytest.MonkeyPatch) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", TFConfigWarning)
         tf.distribute.MultiWorkerMirroredStrategy()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(valid_tf_configs(), st.data())
+def test_mutated_tf_config_errors_always_carry_a_code(monkeypatch: pytest.MonkeyPatch, config: dict,
+                                                      data: st.DataObject) -> None:
+    """The issue's 2,000-mutation experiment: no raw builtin error without its coded finding."""
+    for _ in range(data.draw(st.integers(1, 3))):
+        if isinstance(config, (dict, list)) and json_paths(config)[1:]:
+            config = mutate(config, data)
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TFConfigWarning)
+        try:
+            tf.distribute.MultiWorkerMirroredStrategy()
+        except RuntimeError as err:
+            assert "no real multi-process backend" in str(err)
+        except (ValueError, TypeError, KeyError) as err:
+            assert "ML-CFG-" in str(err), (config, err)
