@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from mirrorlab.diagnostics import cli as diagnostics_cli
+from mirrorlab.diagnostics import preflight_cli
 
 __all__ = ["main"]
 
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     demo.set_defaults(func=_demo)
     diagnostics_cli.register(commands)
+    preflight_cli.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)
 
