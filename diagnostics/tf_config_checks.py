@@ -17,7 +17,7 @@ from mirrorlab.diagnostics.tf_config_view import TFConfigView, as_index, task_la
 __all__ = [
     "MISSPELLED_KEY", "UNKNOWN_KEY", "MISSING_CLUSTER", "MISSING_TASK", "UNKNOWN_TASK_TYPE", "INDEX_NOT_INTEGER",
     "INDEX_OUT_OF_RANGE", "TASK_NOT_IN_CLUSTER", "EMPTY_JOB", "SEVERAL_CHIEFS", "EVALUATOR_MISUSE", "PS_JOB",
-    "NO_WORKERS", "SINGLE_WORKER", "Check", "STRUCTURE_CHECKS",
+    "NO_WORKERS", "SINGLE_WORKER", "SPARSE_JOB", "Check", "STRUCTURE_CHECKS",
     "check_keys", "check_sections", "check_jobs", "check_task", "check_roles",
 ]
 
@@ -40,6 +40,7 @@ PS_JOB = register_code("ML-CFG-015", "a ps job or task (MultiWorkerMirroredStrat
                        invalid_config=True)
 NO_WORKERS = register_code("ML-CFG-016", "the cluster has no chief or worker job", invalid_config=True)
 SINGLE_WORKER = register_code("ML-CFG-017", "no cluster: this process trains single-worker")
+SPARSE_JOB = register_code("ML-CFG-018", "a chief or worker job's task indices have gaps", invalid_config=True)
 
 TASK_TYPES = ("chief", "worker", "evaluator", "ps")
 TOP_LEVEL_KEYS = ("cluster", "task", "rpc_layer", "session_master", "environment")
@@ -242,6 +243,14 @@ def check_roles(config: Mapping[str, Any], view: TFConfigView) -> list[Finding]:
             "MultiWorkerMirroredStrategy has no parameter servers, but TF_CONFIG has a 'ps' "
             + ("task" if view.task_type == "ps" else "job"), f"{view.source}: jobs {list(view.jobs)}",
             "Remove the 'ps' job (use ParameterServerStrategy for parameter servers)."))
+    for job in ("chief", "worker"):
+        indices = sorted(view.jobs.get(job, {}))
+        if indices and indices != list(range(len(indices))):
+            findings.append(Finding(
+                SPARSE_JOB, Severity.ERROR, tuple(task_label(job, i) for i in indices),
+                f"job {job!r} has task indices {indices}, not 0 to {len(indices) - 1}",
+                f"{view.source}: cluster[{job!r}] = {view.jobs[job]}", "MultiWorkerMirroredStrategy numbers "
+                f"its workers 0..n-1 and rejects an index >= n: list all {job} addresses in index order."))
     if not any(job in view.jobs for job in ("chief", "worker")) and view.task_type != "evaluator":
         findings.append(Finding(NO_WORKERS, Severity.ERROR, view.own_task, "the cluster has no chief or worker job",
                                 f"{view.source}: jobs {list(view.jobs)}",

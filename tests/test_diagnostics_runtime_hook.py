@@ -68,3 +68,10 @@ def test_mutated_tf_config_errors_always_carry_a_code(monkeypatch: pytest.Monkey
             assert "no real multi-process backend" in str(err)
         except (ValueError, TypeError, KeyError) as err:
             assert "ML-CFG-" in str(err), (config, err)
+
+
+def test_sparse_worker_index_error_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": {"3": "h3:2222"}},
+                                                "task": {"type": "worker", "index": 3}}))
+    with pytest.raises(ValueError, match="exceeds the maximum id(.|\n)*ML-CFG-018"):
+        tf.distribute.MultiWorkerMirroredStrategy()

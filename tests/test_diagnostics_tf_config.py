@@ -44,6 +44,8 @@ SINGLE_CASES: dict[str, tuple[str, str]] = {
     "ML-CFG-016": (cfg(cluster={"evaluator": ["e:2222"]}, task={"type": "worker", "index": 0}),
                    cfg(cluster={"evaluator": ["e:2222"]}, task={"type": "evaluator", "index": 0})),
     "ML-CFG-017": ("{}", cfg()),
+    "ML-CFG-018": (cfg(cluster={"worker": {"0": "h0:2222", "3": "h3:2222"}}),
+                   cfg(cluster={"worker": {"1": "h1:2222", "0": "h0:2222"}})),
     "ML-CFG-020": (cfg(cluster={"worker": ["h0", "h1:2222"]}), cfg()),
     "ML-CFG-021": (cfg(cluster={"worker": ["grpc://h0:2222", "h1:2222"]}), cfg()),
     "ML-CFG-022": (cfg(cluster={"worker": ["h0:70000", "h1:2222"]}), cfg(cluster={"worker": ["h0:65535", "h1:2222"]})),
