@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mirrorlab.cli import main
+from test_diagnostics_properties import json_paths, mutate, valid_tf_configs
 
 GOOD = {"cluster": {"worker": ["h0:2222", "h1:2222"]}, "task": {"type": "worker", "index": 0}}
 
@@ -83,3 +84,14 @@ def test_any_json_gives_a_report_never_a_traceback(tmp_path: Path, capsys: pytes
     code, out = _run(capsys, _write(tmp_path / "tf_config.json", value), "--json")
     document = json.loads(out)
     assert code == document["exit_code"] in (0, 2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(valid_tf_configs(), st.data())
+def test_mutated_tf_configs_give_a_report_never_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            config: dict, data: st.DataObject) -> None:
+    for _ in range(data.draw(st.integers(1, 3))):
+        if isinstance(config, (dict, list)) and json_paths(config)[1:]:
+            config = mutate(config, data)
+    code, out = _run(capsys, _write(tmp_path / "tf_config.json", config), "--json")
+    assert code == json.loads(out)["exit_code"] in (0, 2)
