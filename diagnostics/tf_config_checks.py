@@ -79,12 +79,17 @@ def _unknown_keys(obj: Mapping[str, Any], known: tuple[str, ...], where: str, vi
 
 
 def check_sections(config: Mapping[str, Any], view: TFConfigView) -> list[Finding]:
-    """``cluster`` and ``task``: present together, each a JSON object, the task with a string type and an index."""
+    """``cluster`` and ``task``: present together, each a JSON object, the task with a string type and an index;
+    ``rpc_layer``, ``session_master`` and ``environment`` strings."""
     findings = []
     for key in ("cluster", "task"):
         if key in config and not isinstance(config[key], dict):
             findings.append(_wrong_type(view, f'TF_CONFIG["{key}"]', config[key], "an object",
                                         f"Write {key} as in {TF_CONFIG_EXAMPLE}."))
+    for key in ("rpc_layer", "session_master", "environment"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            findings.append(_wrong_type(view, f'TF_CONFIG["{key}"]', config[key], "a string",
+                                        f'Write {key} as a string (e.g. "rpc_layer": "grpc") or leave it out.'))
     cluster, task = config.get("cluster"), config.get("task")
     if "cluster" not in config or cluster == {}:
         if "task" in config:

@@ -142,3 +142,9 @@ def test_set_reports_shared_problems_once() -> None:
     findings = check_tf_config_set(_set(("a", cluster, TASK0), ("b", cluster, {"type": "worker", "index": 1})))
     assert [f.code for f in findings].count("ML-CFG-026") == 1
     assert exit_code(findings) == EXIT_INVALID_CONFIG
+
+
+def test_optional_keys_must_be_strings() -> None:
+    [finding] = [f for f in check_tf_config(cfg(rpc_layer=5)) if f.code == "ML-CFG-002"]
+    assert "rpc_layer" in finding.message
+    assert exit_code(check_tf_config(cfg(rpc_layer="grpc", environment="cloud"))) == EXIT_PASS
