@@ -1,1 +1,2 @@
-"""Cluster diagnostics (``mirrorlab diagnose`` / ``preflight``): not part of this release yet."""
+"""Cluster diagnostics as coded findings: static TF_CONFIG and environment checks (``mirrorlab diagnose``) and
+the live reachability probe (``mirrorlab preflight``); the catalog of codes is ``docs/diagnostics.md``."""

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
+from mirrorlab.diagnostics import cli as diagnostics_cli
+from mirrorlab.diagnostics import preflight_cli
+
 from . import demo, run_script
 from ._version import __version__
 from .cli_args import USAGE_ERROR, OneLineErrorParser, UsageError
@@ -22,6 +25,8 @@ def _parser() -> OneLineErrorParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo.register(commands)
     run_script.register(commands)
+    diagnostics_cli.register(commands)
+    preflight_cli.register(commands)
     return parser
 
 

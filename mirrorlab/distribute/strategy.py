@@ -11,7 +11,7 @@ import hashlib
 import logging
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,6 +29,7 @@ from ..runtime import WorkerRuntime, current_environment
 from ..frontend import current_frontend
 from ..tensor import IndexedSlices, array_module, as_tensor, device_of, frozen, is_cupy, like, to_host
 from ..trace import TraceNote
+from mirrorlab.diagnostics.runtime_hook import tf_config_diagnosed
 from . import context
 from .cross_device_ops import check_cross_device_ops
 from .extended_api import CROSS_REPLICA_REQUIRED, ExtendedApi
@@ -626,21 +627,26 @@ class MultiWorkerMirroredStrategy(Strategy):
         if not isinstance(communication_options, Options):
             raise ValueError("communication_options must be an instance of "
                              "tf.distribute.experimental.CommunicationOptions")
+        # Only a TF_CONFIG the strategy reads itself is diagnosed: a given resolver may override it.
+        reading = tf_config_diagnosed() if cluster_resolver is None else nullcontext()
         if cluster_resolver is None:
             cluster_resolver = TFConfigClusterResolver()
         if not isinstance(cluster_resolver, ClusterResolver):
             raise ValueError("cluster_resolver must be an instance of "
                              "tf.distribute.cluster_resolver.ClusterResolver")
         env = current_environment()
-        spec = roles.normalize_cluster_spec(cluster_resolver.cluster_spec())
-        task_type, task_id = cluster_resolver.task_type, cluster_resolver.task_id
+        with reading:
+            spec = roles.normalize_cluster_spec(cluster_resolver.cluster_spec())
+            task_type, task_id = cluster_resolver.task_type, cluster_resolver.task_id
+            multi_worker = bool(spec.as_dict()) and task_type != "evaluator"
+            if multi_worker:
+                roles.validate_cluster_spec(spec, task_type, task_id)
+                rank = roles.id_in_cluster(spec, task_type, task_id)
         device_type, count = device_config.worker_device_type()  # also freezes this worker's device config
-        if not spec.as_dict() or task_type == "evaluator":
+        if not multi_worker:
             devices = [f"/job:localhost/replica:0/task:0/device:{device_type}:{k}" for k in range(count)]
             extended = StrategyExtended(self, env.local_runtime(devices), communication_options, between_graph=True)
         else:
-            roles.validate_cluster_spec(spec, task_type, task_id)
-            rank = roles.id_in_cluster(spec, task_type, task_id)
             names = _task_names(spec)
             runtime = env.cluster_runtime(spec, task_type, task_id, rank, names, cluster_resolver.rpc_layer)
             extended = StrategyExtended(

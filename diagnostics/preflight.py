@@ -1,0 +1,115 @@
+"""``mirrorlab preflight`` for one task: check its TF_CONFIG, serve its own probe, probe every peer, compare
+environments, and turn all of it into findings.
+
+The pairs probed are this task to every other chief/worker task (a full mesh once every task has run
+preflight): a collective may use any pair. The whole run is bounded: ``wait_s`` for peers to come up, a
+``timeout_s`` per stage, and ``linger_s`` to keep answering slower peers.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from mirrorlab.diagnostics.environment_checks import compare_fingerprints
+from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
+from mirrorlab.diagnostics.fingerprint import collect_fingerprint
+from mirrorlab.diagnostics.preflight_probe import PeerProbe, Reach, Resolver, probe_peer, resolves_to_loopback
+from mirrorlab.diagnostics.preflight_server import ProbeServer
+from mirrorlab.diagnostics.tf_config_lint import check_tf_config
+from mirrorlab.diagnostics.tf_config_parse import parse_tf_config
+from mirrorlab.diagnostics.tf_config_view import read_view, task_label
+
+__all__ = ["REFUSED", "FILTERED", "UNRESOLVABLE", "UNREACHABLE", "WRONG_SERVICE", "NAME_IS_LOOPBACK", "CANNOT_SERVE",
+           "REACHABILITY", "run_preflight", "probe_findings"]
+
+REFUSED = register_code("ML-NET-001", "a peer refuses connections: nothing listens on its port")
+FILTERED = register_code("ML-NET-002", "a peer never answers: packets are silently dropped (a firewall)")
+UNRESOLVABLE = register_code("ML-NET-003", "a peer's host name does not resolve")
+UNREACHABLE = register_code("ML-NET-004", "there is no route to a peer")
+WRONG_SERVICE = register_code("ML-NET-005", "something other than mirrorlab preflight answers on a peer's port")
+NAME_IS_LOOPBACK = register_code("ML-NET-006", "a peer's host name resolves to loopback on this host")
+CANNOT_SERVE = register_code("ML-NET-007", "this task cannot listen on its own TF_CONFIG address")
+REACHABILITY = register_code("ML-NET-008", "which peers this task reached")
+
+_PROBED_JOBS = ("chief", "worker")
+
+# status -> (code, fix template); {peer}, {address}, {port} are filled in
+_FIXES = {
+    Reach.REFUSED: (REFUSED, "Start {peer} (its preflight or its training program) and check it listens on {address}; "
+                             "if it starts later than this task, raise --wait."),
+    Reach.FILTERED: (FILTERED, "Open TCP port {port} on {peer}'s host to this host (firewall, security group or "
+                               "Kubernetes NetworkPolicy); a dropped packet makes training hang, not fail."),
+    Reach.UNRESOLVABLE: (UNRESOLVABLE, "Check {peer}'s host name in TF_CONFIG and DNS (in Kubernetes: its headless "
+                                       "service; if it is created later, raise --wait)."),
+    Reach.UNREACHABLE: (UNREACHABLE, "Check the network route from this host to {peer} (interfaces, VPN, subnet)."),
+    Reach.WRONG_SERVICE: (WRONG_SERVICE, "Another program holds {address}: free the port or give {peer} another, "
+                                         "and run `mirrorlab preflight` there."),
+}
+
+
+def probe_findings(own: str, probes: list[PeerProbe], multi_host: bool) -> list[Finding]:
+    """Findings for the probes from task ``own``: one per failed pair, loopback names, and a summary."""
+    findings = []
+    for probe in probes:
+        if probe.status in _FIXES:
+            code, fix = _FIXES[probe.status]
+            port = probe.address.rsplit(":", 1)[-1]
+            tries = f" (after {probe.attempts} attempts)" if probe.attempts > 1 else ""
+            findings.append(Finding(code, Severity.ERROR, (own, probe.peer),
+                                    f"{own} -> {probe.peer} at {probe.address}: {probe.status.value}{tries}",
+                                    probe.detail, fix.format(peer=probe.peer, address=probe.address, port=port)))
+        if multi_host and resolves_to_loopback(probe):
+            findings.append(Finding(NAME_IS_LOOPBACK, Severity.ERROR, (own, probe.peer),
+                                    f"{probe.peer}'s host in {probe.address} resolves to {', '.join(probe.resolved)} "
+                                    "here, so this task would talk to itself", "resolved on this host",
+                                    "Map the name to the host's real IP in /etc/hosts or DNS, or write the IP in "
+                                    "TF_CONFIG."))
+    summary = "; ".join(f"{p.peer} {p.status.value}" + (f" ({p.connect_s * 1000:.1f} ms connect)" if p.connect_s
+                                                         else "") for p in probes)
+    findings.append(Finding(REACHABILITY, Severity.INFO, (own,), f"probed {len(probes)} peer(s) from {own} "
+                            "(full mesh once every task runs preflight)", summary or "no peers", ""))
+    return findings
+
+
+def run_preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
+                  resolve: Resolver = socket.getaddrinfo) -> list[Finding]:
+    """Everything preflight finds for the task of ``tf_config``; no network unless the TF_CONFIG is valid."""
+    findings = check_tf_config(tf_config, "TF_CONFIG")
+    config, _ = parse_tf_config(tf_config)
+    if exit_code(findings) == EXIT_INVALID_CONFIG or config is None:
+        return findings
+    view = read_view(config, "TF_CONFIG")
+    if not view.task_type or view.task_index is None or not view.jobs:
+        return findings  # single-worker mode: no peers
+    own = task_label(view.task_type, view.task_index)
+    own_address = view.jobs[view.task_type][view.task_index]
+    fingerprint = collect_fingerprint()
+    peers = [(task_label(job, i), address) for job in _PROBED_JOBS for i, address in
+             sorted(view.jobs.get(job, {}).items()) if task_label(job, i) != own]
+    hosts = {address.rsplit(":", 1)[0] for _, address in view.addresses()}
+    server = _serve(own, own_address, fingerprint, findings)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(peers)))) as pool:
+            probes = list(pool.map(lambda peer: probe_peer(*peer, timeout_s=timeout_s, wait_s=wait_s,
+                                                           resolve=resolve), peers))
+        time.sleep(linger_s)  # keep answering peers that probe us later
+    finally:
+        if server is not None:
+            server.stop()
+    findings += probe_findings(own, probes, multi_host=len(hosts) > 1)
+    findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
+                                                            if p.fingerprint is not None])
+    return findings
+
+
+def _serve(own: str, address: str, fingerprint: dict, findings: list[Finding]) -> ProbeServer | None:
+    """Starts this task's probe on its own address, or records why it cannot."""
+    try:
+        return ProbeServer(address, fingerprint).start()
+    except (RuntimeError, ValueError) as err:
+        findings.append(Finding(CANNOT_SERVE, Severity.ERROR, (own,), f"{own} cannot listen on {address}",
+                                f"{type(err).__name__}: {err}", "Free the port (another process uses it?) and check the "
+                                "host in TF_CONFIG is this machine's name or IP."))
+        return None

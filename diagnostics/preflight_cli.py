@@ -1,0 +1,72 @@
+"""``mirrorlab preflight``: run on every worker before training (or as a Kubernetes init container) to prove
+the cluster can talk, within a bounded time. Exit status: 0 pass, 1 a check failed, 2 invalid TF_CONFIG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from mirrorlab.diagnostics.diagnose import MAX_INPUT_BYTES
+from mirrorlab.diagnostics.findings import exit_code, render_text, to_json
+from mirrorlab.diagnostics.preflight import run_preflight
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Adds the ``preflight`` subcommand to the ``mirrorlab`` parser's ``commands``."""
+    parser = commands.add_parser(
+        "preflight", help="serve a probe on this task's address and probe every peer (exit 0 pass, 1 fail, 2 invalid)",
+        description=__doc__)
+    parser.add_argument("--tf-config", metavar="FILE", help="read TF_CONFIG from FILE instead of the environment")
+    parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
+                        help="deadline of each probe stage, seconds (default 2); no answer by then is 'filtered'")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="S",
+                        help="gang window: retry peers that are not up yet (refused, not in DNS, not serving) for S seconds")
+    parser.add_argument("--linger", type=float, default=None, metavar="S",
+                        help="keep answering peers' probes S seconds after probing (default: --wait)")
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.set_defaults(func=_preflight)
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    for name in ("timeout", "wait", "linger"):
+        value = getattr(args, name)
+        if value is not None and not (0 < value if name == "timeout" else 0 <= value) or (value or 0) > 3600:
+            print(f"mirrorlab preflight: --{name} {value} is outside {'(0' if name == 'timeout' else '[0'}, 3600] "
+                  "seconds.", file=sys.stderr)
+            return 2
+    text = _tf_config_text(args.tf_config)
+    if text is None:
+        return 2
+    linger = args.wait if args.linger is None else args.linger
+    findings = run_preflight(text, timeout_s=args.timeout, wait_s=args.wait, linger_s=linger)
+    if args.json:
+        print(to_json(findings))
+    else:
+        sys.stdout.write(render_text(findings, stream=sys.stdout))
+    return exit_code(findings)
+
+
+def _tf_config_text(path: str | None) -> str | None:
+    """TF_CONFIG from ``path`` or the environment; None (after saying why on stderr) when there is none to read."""
+    if path is None:
+        text = os.environ.get("TF_CONFIG")
+        if text is None:
+            print("mirrorlab preflight: TF_CONFIG is unset, so there are no peers to probe. Set it (or pass "
+                  "--tf-config FILE) on every worker.", file=sys.stderr)
+        return text
+    try:
+        with open(path, encoding="utf-8") as source:
+            text = source.read(MAX_INPUT_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"mirrorlab preflight: cannot read --tf-config {path}: {err}. Pass a TF_CONFIG JSON file.",
+              file=sys.stderr)
+        return None
+    if len(text) > MAX_INPUT_BYTES:
+        print(f"mirrorlab preflight: --tf-config {path} is over {MAX_INPUT_BYTES} bytes; a TF_CONFIG is a few "
+              "kilobytes.", file=sys.stderr)
+        return None
+    return text
