@@ -2,6 +2,11 @@
 
 ``SimCluster(workers=N, devices_per_worker=M, seed=S, faults=[...]).run(program)`` runs ``program``
 once per simulated worker in this process, on virtual time, with one seed fixing the interleaving.
+
+``RunResult.values()`` raises, and ``report()`` leads with, the root cause: the first error that was not passed
+on from another worker's failure. Errors keep only the user's own frames in their tracebacks; set the
+environment variable ``MIRRORLAB_TRACEBACK=1`` to keep mirrorlab's frames too. When a fault dropped messages,
+errors name the pairs and counts and blame the network instead of the program.
 """
 
 from .cluster import RunResult, SimCluster, SimConfig

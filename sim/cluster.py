@@ -24,7 +24,9 @@ from .environment import SimWorkerEnv
 from .faults import Fault
 from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
+from .root_cause import failure_order, headline, passed_on_from
 from .scheduler import Scheduler, SimThread
+from .tracebacks import raise_site, trim_traceback
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
 
@@ -84,7 +86,11 @@ class Outcome:
 
 
 class RunResult(list):
-    """Each worker's return value, or the exception it ended with, indexed by worker; plus the trace."""
+    """Each worker's return value, or the exception it ended with, indexed by worker; plus the trace.
+
+    ``values()`` and ``report()`` lead with the root cause: the first error that was not passed on from another
+    worker's failure. Errors keep only the user's frames in their tracebacks (``MIRRORLAB_TRACEBACK=1`` keeps
+    mirrorlab's frames too)."""
 
     def __init__(self, outcomes: Sequence[Outcome], run: "SimRun") -> None:
         super().__init__(o.error if o.error is not None else o.value for o in outcomes)
@@ -96,35 +102,59 @@ class RunResult(list):
         self.deadlocks = run.scheduler.deadlocks
         self.messages = run.network.messages
         self.replay = run.replay_line
+        self.network_losses = run.network.loss_report(run.config.faults)
 
     @property
     def errors(self) -> dict[int, BaseException]:
-        return {w: o.error for w, o in enumerate(self.outcomes) if o.error is not None}
+        """Each failed worker's error, root cause first."""
+        failures = [(w, o.error, o.end_time) for w, o in enumerate(self.outcomes) if o.error is not None]
+        return {w: self.outcomes[w].error for w in failure_order(failures)}
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def root_cause(self) -> int | None:
+        """The worker whose error caused the run's other errors, or None when every worker returned."""
+        return next(iter(self.errors), None)
+
     def values(self) -> list[Any]:
-        """The return values; raises the first worker's error (with the run report) if any failed."""
-        for error in self.errors.values():
-            raise error
-        return list(self)
+        """The return values; raises the root cause's error, with the other workers' errors in a note."""
+        failed = self.errors
+        if not failed:
+            return list(self)
+        root = self.root_cause
+        error = failed.pop(root)
+        if failed:
+            _add_note(error, f"[mirrorlab.sim] worker {root}'s error is the root cause; the other workers' errors:\n"
+                      + "\n".join(f"  worker {w}: {self._state(w)}" for w in failed))
+        raise error
 
     def report(self) -> str:
-        """One line per worker plus seed, virtual time and the replay line."""
+        """The root cause, one line per worker, the network's losses, seed, virtual time and the replay line."""
         lines = [f"simulated run: seed={self.seed}, virtual time {self.virtual_time:.3f} s, "
                  f"{len(self.trace)} trace events"]
-        for w, o in enumerate(self.outcomes):
-            if o.crashed:
-                state = f"crashed ({o.error})"
-            elif o.error is not None:
-                state = f"failed: {type(o.error).__name__}: {str(o.error).splitlines()[0] if str(o.error) else ''}"
-            else:
-                state = f"returned {o.value!r}"[:200]
-            lines.append(f"  worker {w}: {state}")
+        if self.root_cause is not None:
+            lines.append(f"root cause: worker {self.root_cause} {self._state(self.root_cause)}")
+        lines += [f"  worker {w}: {self._state(w)}" for w in range(len(self.outcomes))]
+        if self.network_losses:
+            lines.append(self.network_losses)
         lines.append(f"replay: {self.replay}")
         return "\n".join(lines)
+
+    def _state(self, w: int) -> str:
+        """How worker ``w`` ended, in one unabridged line."""
+        o = self.outcomes[w]
+        if o.error is None:
+            return f"returned {o.value!r}"[:200]
+        site = raise_site(o.error)
+        where = f" at {site}" if site else ""
+        if o.crashed:
+            return f"crashed{where} ({headline(o.error)})"
+        origin = passed_on_from(o.error)
+        cause = f" (passed on from worker {origin})" if origin is not None else ""
+        return f"failed{where}: {type(o.error).__name__}{cause}: {headline(o.error)}"
 
 
 class SimRun:
@@ -173,15 +203,20 @@ class SimRun:
         try:
             outcome.value = self.program(*self.args, **self.kwargs)
         except errors.SimulatedCrash as crash:
+            trim_traceback(crash)
             outcome.error, outcome.crashed = crash, True
             self._peers_notice_death(w)
         except BaseException as exc:  # the worker's process would die with this error
+            trim_traceback(exc)
             outcome.error = exc
             self._peers_notice_death(w)
-            if isinstance(exc, errors.OpError):
-                _add_note(exc, self._cluster_state(w))
-            _add_note(exc, f"[mirrorlab.sim] worker {w} failed at virtual time {self.scheduler.now:.3f} s "
-                           f"(seed={self.config.seed}). Replay: {self.replay_line}")
+            site = raise_site(exc)
+            _add_note(exc, f"[mirrorlab.sim] worker {w} failed{' at ' + site if site else ''} at virtual time "
+                           f"{self.scheduler.now:.3f} s (seed={self.config.seed}). Replay: {self.replay_line}")
+            _add_note(exc, self._cluster_state(w))
+            losses = self.network.loss_report(self.config.faults)
+            if losses and isinstance(exc, errors.OpError):
+                _blame_network(exc, losses)
         finally:
             outcome.end_time = self.scheduler.now
             env.close()
@@ -192,7 +227,7 @@ class SimRun:
         task = "/job:{}/replica:0/task:{}".format(*self.tasks[w])
         error = errors.UnavailableError(
             "Collective ops is aborted by: " + HEALTH_TEXT.format(task=task)
-            + "\nThe error could be from a previous operation. Restart your program to reset.")
+            + "\nThe error could be from a previous operation. Restart your program to reset.", passed_on_from=w)
 
         def abort_all() -> None:
             for peer_env in self.envs:
@@ -235,9 +270,19 @@ class SimRun:
                  "and nothing can wake them (TF would hang here forever)."]
         for w, (task_type, index) in enumerate(self.tasks):
             lines.append(f"  worker {w} (/job:{task_type}/replica:0/task:{index}): {self._worker_state(w)}")
-        lines.append(FIX_DESYNC)
+        lines.append(self.network.loss_report(self.config.faults) or FIX_DESYNC)
         lines.append(f"seed={self.config.seed}; replay: {self.replay_line}")
         return errors.DeadlockError("\n".join(lines))
+
+
+def _blame_network(exc: errors.OpError, losses: str) -> None:
+    """Put the network's losses where ``exc`` blames mismatched collectives (a lost message desyncs the
+    sequence numbers of a pair), else add them as a note."""
+    if FIX_DESYNC in exc.message:
+        exc.message = exc.message.replace(FIX_DESYNC, losses)
+        exc.args = (exc.message, *exc.args[1:])
+    else:
+        _add_note(exc, f"[mirrorlab.sim] {losses}")
 
 
 def _add_note(exc: BaseException, note: str) -> None:

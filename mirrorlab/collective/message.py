@@ -92,7 +92,7 @@ class AbortNotice:
         cls = getattr(errors, self.error_type, None)
         if not (isinstance(cls, type) and issubclass(cls, errors.OpError)):
             cls = errors.UnknownError
-        return cls(self.text)
+        return cls(self.text, passed_on_from=self.sender)
 
     def to_json(self) -> dict:
         return {"sender": self.sender, "error_type": self.error_type, "text": self.text}
