@@ -26,6 +26,7 @@ from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
 from .root_cause import failure_order, headline, passed_on_from
 from .scheduler import Scheduler, SimThread
+from .validation import check_count, check_seconds
 from .tracebacks import raise_site, trim_traceback
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
@@ -50,18 +51,33 @@ class SimConfig:
     device_type: str = "CPU"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"SimCluster(workers={self.workers!r}): need at least 1 worker.")
-        if not isinstance(self.devices_per_worker, int) or self.devices_per_worker < 1:
-            raise ValueError(f"SimCluster(devices_per_worker={self.devices_per_worker!r}): need at least 1 device.")
+        check_count("SimCluster", "workers", self.workers, 1, "give the number of simulated workers, e.g. workers=2.")
+        check_count("SimCluster", "devices_per_worker", self.devices_per_worker, 1,
+                    "give the replicas per worker, e.g. devices_per_worker=1.")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"SimCluster: seed={self.seed!r} must be an integer. Fix: e.g. seed=0.")
+        if not isinstance(self.chief, bool):
+            raise ValueError(f"SimCluster: chief={self.chief!r} must be True or False. Fix: chief=True makes worker 0 "
+                             "the chief task, chief=False (the default) has only worker tasks.")
         if self.device_type not in ("CPU", "GPU"):
-            raise ValueError(f"SimCluster(device_type={self.device_type!r}): use 'CPU' or 'GPU'.")
+            raise ValueError(f"SimCluster: device_type={self.device_type!r} is not a device type. Fix: use 'CPU' or "
+                             "'GPU'.")
+        check_seconds("SimCluster", "heartbeat_timeout", self.heartbeat_timeout, True,
+                      "give the virtual seconds after which peers notice a dead worker, e.g. 10.0 (the default).")
+        check_seconds("SimCluster", "latency", self.latency, False,
+                      "give every message's delivery delay in virtual seconds, e.g. 0.001, or 0.0 (the default).")
+        check_seconds("SimCluster", "bandwidth", self.bandwidth, True,
+                      "give bytes per virtual second, e.g. 1e9, or None (the default) for unlimited.", optional=True)
         for fault in self.faults:
+            if not isinstance(fault, Fault):
+                raise ValueError(f"SimCluster: faults=[..., {fault!r}, ...] holds something that is not a fault. "
+                                 "Fix: use Crash, Preempt, Slow, Delay, Drop or Cut from mirrorlab.sim.")
             for attr in ("worker", "src", "dst", "a", "b"):
                 index = getattr(fault, attr, None)
                 if index is not None and not 0 <= index < self.workers:
                     raise ValueError(f"{fault!r}: {attr}={index} is not a worker of this {self.workers}-worker "
-                                     f"cluster (valid: 0..{self.workers - 1}).")
+                                     f"cluster (valid: 0..{self.workers - 1}). Fix: number workers from 0, or "
+                                     "add workers.")
 
     def constructor(self) -> str:
         """``SimCluster(...)`` text that rebuilds this configuration."""

@@ -77,7 +77,7 @@ class StrategyExtended(ExtendedApi):
         if len(devices) == 1:
             self._pool = InlinePool()
         else:
-            self._pool = ThreadPool(len(devices), runtime.spawn, f"worker:{rank}", runtime.comm.fail,
+            self._pool = ThreadPool(len(devices), runtime.spawn, runtime.comm.worker_label(rank), runtime.comm.fail,
                                     runtime.replica_order)
             weakref.finalize(strategy, self._pool.close)
             runtime.adopt(self._pool)
