@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,7 @@ from .process_random import ProcessRandomStates
 from .root_cause import failure_order, headline, passed_on_from
 from .scheduler import Scheduler, SimThread
 from .validation import check_count, check_seconds
+from .watchdog import hang_report
 from .tracebacks import raise_site, trim_traceback
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
@@ -49,6 +52,7 @@ class SimConfig:
     latency: float = 0.0
     bandwidth: float | None = None
     device_type: str = "CPU"
+    watchdog: float | None = 5.0
 
     def __post_init__(self) -> None:
         check_count("SimCluster", "workers", self.workers, 1, "give the number of simulated workers, e.g. workers=2.")
@@ -68,6 +72,9 @@ class SimConfig:
                       "give every message's delivery delay in virtual seconds, e.g. 0.001, or 0.0 (the default).")
         check_seconds("SimCluster", "bandwidth", self.bandwidth, True,
                       "give bytes per virtual second, e.g. 1e9, or None (the default) for unlimited.", optional=True)
+        check_seconds("SimCluster", "watchdog", self.watchdog, True,
+                      "give the real seconds a worker may block outside mirrorlab before it is reported as hung, "
+                      "e.g. 5.0 (the default), or None to wait forever.", optional=True)
         for fault in self.faults:
             if not isinstance(fault, Fault):
                 raise ValueError(f"SimCluster: faults=[..., {fault!r}, ...] holds something that is not a fault. "
@@ -84,7 +91,7 @@ class SimConfig:
         defaults = SimConfig(self.workers)
         parts = [f"workers={self.workers}"]
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
-                     "bandwidth", "device_type"):
+                     "bandwidth", "device_type", "watchdog"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -183,7 +190,9 @@ class SimRun:
         self.kwargs = kwargs
         self.random_states = ProcessRandomStates(config.workers)
         self.scheduler = Scheduler(config.seed, on_deadlock=self._deadlock_error,
-                                   on_switch=lambda thread: self.random_states.switch(thread.owner))
+                                   on_switch=lambda thread: self.random_states.switch(thread.owner),
+                                   watchdog=config.watchdog, on_hang=self._hung)
+        self.epoch = time.time()  # the simulated workers' wall clock reads epoch + virtual time
         fault_rng = random.Random(f"faults:{config.seed}")
         self.network = SimNetwork(self.scheduler, seeded_route(config.faults, config.latency, config.bandwidth,
                                                                fault_rng))
@@ -217,26 +226,44 @@ class SimRun:
         outcome = self.outcomes[w]
         bind_environment(env)
         try:
-            outcome.value = self.program(*self.args, **self.kwargs)
-        except errors.SimulatedCrash as crash:
-            trim_traceback(crash)
-            outcome.error, outcome.crashed = crash, True
-            self._peers_notice_death(w)
-        except BaseException as exc:  # the worker's process would die with this error
-            trim_traceback(exc)
-            outcome.error = exc
-            self._peers_notice_death(w)
-            site = raise_site(exc)
-            _add_note(exc, f"[mirrorlab.sim] worker {w} failed{' at ' + site if site else ''} at virtual time "
-                           f"{self.scheduler.now:.3f} s (seed={self.config.seed}). Replay: {self.replay_line}")
-            _add_note(exc, self._cluster_state(w))
-            losses = self.network.loss_report(self.config.faults)
-            if losses and isinstance(exc, errors.OpError):
-                _blame_network(exc, losses)
+            value = self.program(*self.args, **self.kwargs)
+            if not env.hung:
+                outcome.value = value
+        except BaseException as exc:
+            if not env.hung:  # a worker the watchdog gave up on has its outcome already
+                self._failed(w, exc)
         finally:
-            outcome.end_time = self.scheduler.now
-            env.close()
+            if not env.hung:
+                outcome.end_time = self.scheduler.now
+                env.close()
             bind_environment(None)
+
+    def _failed(self, w: int, exc: BaseException) -> None:
+        """Record how worker ``w`` died: a crash, or an error its process would die with."""
+        trim_traceback(exc)
+        outcome = self.outcomes[w]
+        outcome.error, outcome.crashed = exc, isinstance(exc, errors.SimulatedCrash)
+        self._peers_notice_death(w)
+        if outcome.crashed:
+            return
+        site = raise_site(exc)
+        _add_note(exc, f"[mirrorlab.sim] worker {w} failed{' at ' + site if site else ''} at virtual time "
+                       f"{self.scheduler.now:.3f} s (seed={self.config.seed}). Replay: {self.replay_line}")
+        _add_note(exc, self._cluster_state(w))
+        losses = self.network.loss_report(self.config.faults)
+        if losses and isinstance(exc, errors.OpError):
+            _blame_network(exc, losses)
+
+    def _hung(self, thread: SimThread, seconds: float) -> None:
+        """The watchdog gave up on ``thread``: its worker ends with a HangError naming where it blocked."""
+        w = thread.owner
+        self.envs[w].hung = True
+        threads = [thread.os_thread] + [t for t in threading.enumerate() if t.name.startswith(f"worker {w} (")]
+        error = errors.HangError(hang_report(f"worker {w} (/job:{self.tasks[w][0]}/replica:0/task:{self.tasks[w][1]})",
+                                             seconds, threads, self.config.watchdog))
+        _add_note(error, f"[mirrorlab.sim] worker {w} hung at virtual time {self.scheduler.now:.3f} s "
+                         f"(seed={self.config.seed}). Replay: {self.replay_line}")
+        self.outcomes[w].error, self.outcomes[w].end_time = error, self.scheduler.now
 
     def _peers_notice_death(self, w: int) -> None:
         """Like TF's coordination service: after ``heartbeat_timeout`` every peer's collectives fail."""
@@ -269,6 +296,8 @@ class SimRun:
     def _worker_state(self, w: int) -> str:
         env, thread, outcome = self.envs[w], self.threads[w], self.outcomes[w]
         comm = next((c for c in reversed(env.communicators) if c.current is not None), None)
+        if thread.state == "hung":
+            return f"hung outside mirrorlab at t={outcome.end_time:.3f} s (see its HangError)"
         if thread.state == "done":
             how = "crashed" if outcome.crashed else ("raised " + type(outcome.error).__name__
                                                      if outcome.error is not None else "returned")
@@ -312,6 +341,7 @@ class SimCluster:
 
     ``SimCluster(workers=2, devices_per_worker=2, seed=7).run(program, *args)`` runs ``program`` on
     every worker and returns a ``RunResult`` (one value or exception per worker, plus the trace).
+    ``watchdog``: real seconds a worker may block outside mirrorlab before it is reported as hung (None: never).
     """
 
     workers: int
@@ -323,10 +353,12 @@ class SimCluster:
     latency: float = 0.0
     bandwidth: float | None = None
     device_type: str = "CPU"
+    watchdog: float | None = 5.0
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
-                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type)
+                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
+                                self.watchdog)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import re
+import threading
+import time
 import traceback
 
 import pytest
 
 import mirrorlab.tf as tf
 from mirrorlab import errors
+from mirrorlab.runtime import clock
 from mirrorlab.sim import Cut, Drop, SimCluster
 
 
@@ -33,8 +38,8 @@ def test_values_raises_the_originating_error_not_a_survivors_unavailable_error()
     notes = "\n".join(info.value.__notes__)
     assert "worker 1 failed at test_sim_errors.py:" in notes
     assert "worker 1's error is the root cause" in notes
-    assert "worker 0: failed at test_sim_errors.py:18 in _key_error_on_worker_1: UnavailableError " \
-           "(passed on from worker 1)" in notes
+    assert re.search(r"worker 0: failed at test_sim_errors.py:\d+ in _key_error_on_worker_1: UnavailableError "
+                     r"\(passed on from worker 1\)", notes)
 
 
 def test_root_cause_is_the_origin_even_when_a_lower_worker_detects_a_passed_on_error_first():
@@ -55,8 +60,8 @@ def test_root_cause_is_the_origin_even_when_a_lower_worker_detects_a_passed_on_e
 def test_report_leads_with_the_root_cause_and_keeps_the_unhealthy_task_on_its_line():
     report = SimCluster(workers=2, seed=3).run(_key_error_on_worker_1).report()
     lines = report.splitlines()
-    assert lines[1].startswith("root cause: worker 1 failed at test_sim_errors.py:17 in _key_error_on_worker_1: "
-                               "KeyError")
+    assert re.match(r"root cause: worker 1 failed at test_sim_errors.py:\d+ in _key_error_on_worker_1: KeyError",
+                    lines[1])
     worker0 = next(line for line in lines if line.startswith("  worker 0:"))
     assert worker0.endswith("The following tasks are unhealthy (stopped sending heartbeats): "
                             "/job:worker/replica:0/task:1")
@@ -108,3 +113,103 @@ def test_a_desync_without_lost_messages_still_blames_the_collectives():
     result = SimCluster(workers=2).run(program)
     assert "only some workers run" in str(result[0]) and "network" not in str(result[0])
     assert "network" not in result.report()
+
+
+def _run_bounded(cluster: SimCluster, program, *args, limit: float = 60.0):
+    """``cluster.run(program, *args)`` on a daemon thread; fails the test (instead of hanging it) past ``limit``."""
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(cluster.run(program, *args)), daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert box, f"SimCluster.run did not return within {limit} s"
+    return box[0]
+
+
+def test_a_worker_blocked_outside_mirrorlab_is_reported_by_name_and_stack():
+    release = threading.Event()
+
+    def program():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        if strategy.extended._rank == 1:
+            release.wait()
+        return float(strategy.reduce("sum", strategy.run(lambda: tf.constant(1.0)), axis=None))
+
+    try:
+        result = _run_bounded(SimCluster(workers=2, watchdog=0.5), program)
+    finally:
+        release.set()
+    assert result.root_cause == 1
+    text = str(result[1])
+    assert isinstance(result[1], errors.HangError)
+    assert text.startswith("worker 1 (/job:worker/replica:0/task:1) has been blocked outside mirrorlab")
+    assert "in program" in text and "release.wait()" in text and "SimCluster(watchdog=" in text
+    assert isinstance(result[0], errors.DeadlockError)
+    assert "worker 1 (/job:worker/replica:0/task:1): hung outside mirrorlab" in str(result[0])
+
+
+def test_a_replica_blocked_outside_mirrorlab_shows_its_replica_thread():
+    release = threading.Event()
+
+    def program():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+        def step():
+            if tf.distribute.get_replica_context().replica_id_in_sync_group == 1:
+                release.wait()
+            return tf.constant(1.0)
+
+        return strategy.run(step)
+
+    try:
+        result = _run_bounded(SimCluster(workers=1, devices_per_worker=2, watchdog=0.5), program)
+    finally:
+        release.set()
+    assert isinstance(result[0], errors.HangError)
+    assert "/replica:1' (innermost last)" in str(result[0]) and "release.wait()" in str(result[0])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_workers_waiting_on_each_other_in_real_time_end_without_hanging(seed):
+    ready = threading.Event()
+
+    def program():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        if strategy.extended._rank == 0:
+            ready.wait()
+        else:
+            ready.set()
+        return "ok"
+
+    result = _run_bounded(SimCluster(workers=2, seed=seed, watchdog=0.5), program)
+    ready.set()
+    if not result.ok:  # worker 0 waited first, holding the simulation: reported, not waited on forever
+        assert list(result.errors) == [0] and isinstance(result[0], errors.HangError)
+        assert "ready.wait()" in str(result[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_checkpoints_iterator_waiting_for_the_chiefs_save_finishes_under_every_seed(tmp_path, seed):
+    def program(directory: str):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        if strategy.extended.should_checkpoint:
+            return tf.train.Checkpoint(v=tf.Variable(1.0)).save(os.path.join(directory, "ckpt"))
+        return next(iter(tf.train.checkpoints_iterator(directory, timeout=600)))
+
+    result = _run_bounded(SimCluster(workers=2, seed=seed), program, str(tmp_path))
+    saved, seen = result.values()
+    assert saved == seen == os.path.join(str(tmp_path), "ckpt-1")
+    assert result.virtual_time < 600
+
+
+def test_the_clock_is_the_wall_clock_outside_and_virtual_inside_a_simulation():
+    before = time.time()
+    assert before <= clock.now() <= time.time()
+
+    def program():
+        start = clock.now()
+        clock.sleep(3600.0)
+        return clock.now() - start
+
+    started = time.monotonic()
+    assert SimCluster(workers=2).run(program).values() == [3600.0, 3600.0]
+    assert time.monotonic() - started < 60
