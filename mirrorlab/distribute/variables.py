@@ -21,6 +21,7 @@ from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..autodiff import Tracked, watched, watching
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum, tf_dtype
+from ..collective.request_kind import requesting
 from ..constant import constant
 from ..dtypes import as_dtype
 from ..name_scope import current_scope
@@ -872,7 +873,8 @@ class SyncOnReadVariable(DistributedVariable):
         if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
             return self._components[0]
         op = ReduceOp.from_variable_aggregation(self._aggregation)
-        return self._strategy._reduce_leaves(op, [self], user_call_site())[0]
+        with requesting("ON_READ read"):
+            return self._strategy._reduce_leaves(op, [self], user_call_site())[0]
 
     def _update_cross_replica(self, kind: str, value: Any) -> None:
         """Every copy takes the value (SUM: the value over the replica count, so a read sums back to it). TF reads
