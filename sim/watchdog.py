@@ -76,5 +76,6 @@ def hang_report(who: str, seconds: float, threads: list[threading.Thread], watch
     lines.append("Fix: do not wait in real time for another worker inside a simulated program "
                  "(threading.Event, time.sleep, queue.get, sockets): exchange data through collectives, and poll "
                  "with mirrorlab.runtime.clock.sleep, which waits in virtual time. If this worker merely computes "
-                 f"for long, raise SimCluster(watchdog=...) above {watchdog:g} s, or pass watchdog=None.")
+                 f"for long, raise SimCluster(watchdog=...) above {watchdog:g} s, or pass watchdog=None (also to step "
+                 "through a worker with a debugger).")
     return "\n".join(lines)

@@ -1,9 +1,10 @@
 """One worker's member of the cross-worker collective group.
 
-It numbers collective instances, stamps every message with the instance's fingerprint and identity (what
-it is for and the user's call site), checks both on every message it receives, enforces ``timeout_seconds`` and, on any failure, aborts the
-group so that every member fails with a message naming the workers, their collectives and call sites
-(TF instead hangs, or fails with "Shape mismatch in the collective instance N").
+It numbers collective instances, stamps every message with the instance's fingerprint and identity
+(what it is for and the user's call site), checks both on every message it receives, enforces
+``timeout_seconds`` and, on any failure, aborts the group so that every member fails with a message
+naming the workers, their collectives and call sites (TF instead hangs, or fails with "Shape mismatch
+in the collective instance N", or silently combines two different collectives).
 """
 
 from __future__ import annotations

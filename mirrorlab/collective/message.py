@@ -1,8 +1,8 @@
 """What travels between workers: a header that fingerprints the collective, plus one raw array.
 
 Headers let every receiver check that sender and receiver are in the *same* collective (sequence
-number, op, dtype, shape, and its identity: what it is for and the user's call site) before using the bytes: this is how desyncs become errors instead of hangs
-or garbage. Nothing here is ever pickled; the gRPC backend encodes headers as JSON and arrays as
+number, op, dtype, shape, and its identity: what it is for and the user's call site) before using
+the bytes: this is how desyncs become errors instead of hangs or garbage. Nothing here is ever pickled; the gRPC backend encodes headers as JSON and arrays as
 dtype/shape plus raw bytes.
 """
 
