@@ -28,9 +28,9 @@ from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
 from .root_cause import failure_order, headline, passed_on_from
 from .scheduler import Scheduler, SimThread
+from .tracebacks import raise_site, trim_traceback
 from .validation import check_count, check_seconds
 from .watchdog import hang_report
-from .tracebacks import raise_site, trim_traceback
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
 

@@ -9,11 +9,13 @@ import time
 import traceback
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mirrorlab.tf as tf
 from mirrorlab import errors
 from mirrorlab.runtime import clock
-from mirrorlab.sim import Cut, Drop, SimCluster
+from mirrorlab.sim import Crash, Cut, Drop, SimCluster
 
 
 def _key_error_on_worker_1():
@@ -55,6 +57,29 @@ def test_root_cause_is_the_origin_even_when_a_lower_worker_detects_a_passed_on_e
         assert getattr(root, "passed_on_from", None) is None
         others = [e for w, e in result.errors.items() if w != result.root_cause]
         assert any(getattr(e, "passed_on_from", None) == result.root_cause for e in others)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), workers=st.integers(2, 4), bad=st.integers(0, 3), step=st.integers(1, 3),
+       crash=st.booleans())
+def test_the_failing_worker_is_the_root_cause_whoever_notices_first(seed, workers, bad, step, crash):
+    bad %= workers
+
+    def program():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        for k in range(1, 4):
+            if not crash and strategy.extended._rank == bad and k == step:
+                raise KeyError(f"worker {bad} broke")
+            strategy.reduce("sum", strategy.run(lambda: tf.constant(1.0)), axis=None)
+        return "ok"
+
+    faults = [Crash(bad, at_step=step)] if crash else []
+    result = SimCluster(workers=workers, seed=seed, faults=faults).run(program)
+    assert result.root_cause == bad
+    assert result.report().splitlines()[1].startswith(f"root cause: worker {bad} ")
+    with pytest.raises(errors.SimulatedCrash if crash else KeyError):
+        result.values()
+    assert all(getattr(e, "passed_on_from", bad) == bad for w, e in result.errors.items() if w != bad)
 
 
 def test_report_leads_with_the_root_cause_and_keeps_the_unhealthy_task_on_its_line():
