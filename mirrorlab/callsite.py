@@ -9,7 +9,7 @@ import sys
 import threading
 from functools import lru_cache
 
-__all__ = ["calls_from", "user_call_site"]
+__all__ = ["calls_from", "user_call_site", "is_internal", "describe_frame"]
 
 _outer = threading.local()  # ``site``: where the user called what this thread runs for (see ``calls_from``)
 
@@ -30,6 +30,19 @@ def _internal_prefixes() -> tuple[str, ...]:
 _is_internal: dict[str, bool] = {}
 
 
+def is_internal(filename: str) -> bool:
+    """Whether code in ``filename`` is mirrorlab's own (or stdlib glue between it and the user)."""
+    internal = _is_internal.get(filename)
+    if internal is None:
+        internal = _is_internal[filename] = filename.startswith(_internal_prefixes() + ("<frozen",))
+    return internal
+
+
+def describe_frame(filename: str, lineno: int | None, function: str) -> str:
+    """``file.py:line in func``, the form every report uses for a call site."""
+    return f"{os.path.basename(filename)}:{lineno} in {function}"
+
+
 @contextlib.contextmanager
 def calls_from(site: str):  # noqa: ANN201 (a context manager)
     """In this thread, report ``site`` where no user frame is on the stack (a replica thread running mirrorlab's
@@ -47,11 +60,7 @@ def user_call_site(default: str = "<unknown>") -> str:
     ``default``)."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        internal = _is_internal.get(filename)
-        if internal is None:
-            internal = _is_internal[filename] = filename.startswith(_internal_prefixes() + ("<frozen",))
-        if not internal:
-            return f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
+        if not is_internal(frame.f_code.co_filename):
+            return describe_frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return getattr(_outer, "site", None) or default

@@ -16,19 +16,23 @@ __all__ = [
     "FailedPreconditionError", "AbortedError", "OutOfRangeError", "UnimplementedError",
     "InternalError", "UnavailableError", "DataLossError", "UnauthenticatedError",
     "CollectiveMismatchError", "CollectiveShapeMismatchError", "CollectiveTypeMismatchError", "DeadlockError",
-    "SimulatedCrash", "clone",
+    "HangError", "SimulatedCrash", "clone",
 ]
 
 
 class OpError(Exception):
-    """Base of the runtime errors; ``message`` is the full text, ``worker`` the task it happened on."""
+    """Base of the runtime errors; ``message`` is the full text, ``worker`` the task it happened on.
+
+    ``passed_on_from`` is the rank of the worker whose failure this error passes on (an aborted collective, a
+    peer that stopped heartbeating), or None for an error that originated here: reports lead with the latter."""
 
     error_code = 2
 
-    def __init__(self, message: str, worker: str | None = None) -> None:
+    def __init__(self, message: str, worker: str | None = None, passed_on_from: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.worker = worker
+        self.passed_on_from = passed_on_from
 
 
 class CancelledError(OpError):
@@ -111,6 +115,11 @@ class DeadlockError(DeadlineExceededError):
     """Every live thread of the cluster waits on another and nothing can ever wake them."""
 
 
+class HangError(DeadlineExceededError):
+    """A simulated worker blocked outside mirrorlab (in real time, e.g. ``threading.Event().wait()``) for longer
+    than the simulator's watchdog allows; TF would wait forever."""
+
+
 class SimulatedCrash(BaseException):
     """Raised inside a simulated worker that a fault killed; a BaseException so user code's
     ``except Exception`` cannot swallow the crash."""
@@ -118,4 +127,6 @@ class SimulatedCrash(BaseException):
 
 def clone(error: OpError) -> OpError:
     """A fresh copy of ``error`` to raise again (one instance raised in many places piles up tracebacks)."""
-    return type(error)(error.message, error.worker)
+    copy = type(error).__new__(type(error), *error.args)
+    copy.__dict__.update((k, v) for k, v in vars(error).items() if k != "__notes__")
+    return copy

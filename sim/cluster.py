@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +26,11 @@ from .environment import SimWorkerEnv
 from .faults import Fault
 from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
+from .root_cause import failure_order, headline, passed_on_from
 from .scheduler import Scheduler, SimThread
+from .tracebacks import raise_site, trim_traceback
+from .validation import check_count, check_seconds
+from .watchdog import hang_report
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
 
@@ -46,27 +52,46 @@ class SimConfig:
     latency: float = 0.0
     bandwidth: float | None = None
     device_type: str = "CPU"
+    watchdog: float | None = 5.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"SimCluster(workers={self.workers!r}): need at least 1 worker.")
-        if not isinstance(self.devices_per_worker, int) or self.devices_per_worker < 1:
-            raise ValueError(f"SimCluster(devices_per_worker={self.devices_per_worker!r}): need at least 1 device.")
+        check_count("SimCluster", "workers", self.workers, 1, "give the number of simulated workers, e.g. workers=2.")
+        check_count("SimCluster", "devices_per_worker", self.devices_per_worker, 1,
+                    "give the replicas per worker, e.g. devices_per_worker=1.")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"SimCluster: seed={self.seed!r} must be an integer. Fix: e.g. seed=0.")
+        if not isinstance(self.chief, bool):
+            raise ValueError(f"SimCluster: chief={self.chief!r} must be True or False. Fix: chief=True makes worker 0 "
+                             "the chief task, chief=False (the default) has only worker tasks.")
         if self.device_type not in ("CPU", "GPU"):
-            raise ValueError(f"SimCluster(device_type={self.device_type!r}): use 'CPU' or 'GPU'.")
+            raise ValueError(f"SimCluster: device_type={self.device_type!r} is not a device type. Fix: use 'CPU' or "
+                             "'GPU'.")
+        check_seconds("SimCluster", "heartbeat_timeout", self.heartbeat_timeout, True,
+                      "give the virtual seconds after which peers notice a dead worker, e.g. 10.0 (the default).")
+        check_seconds("SimCluster", "latency", self.latency, False,
+                      "give every message's delivery delay in virtual seconds, e.g. 0.001, or 0.0 (the default).")
+        check_seconds("SimCluster", "bandwidth", self.bandwidth, True,
+                      "give bytes per virtual second, e.g. 1e9, or None (the default) for unlimited.", optional=True)
+        check_seconds("SimCluster", "watchdog", self.watchdog, True,
+                      "give the real seconds a worker may block outside mirrorlab before it is reported as hung, "
+                      "e.g. 5.0 (the default), or None to wait forever.", optional=True)
         for fault in self.faults:
+            if not isinstance(fault, Fault):
+                raise ValueError(f"SimCluster: faults=[..., {fault!r}, ...] holds something that is not a fault. "
+                                 "Fix: use Crash, Preempt, Slow, Delay, Drop or Cut from mirrorlab.sim.")
             for attr in ("worker", "src", "dst", "a", "b"):
                 index = getattr(fault, attr, None)
                 if index is not None and not 0 <= index < self.workers:
                     raise ValueError(f"{fault!r}: {attr}={index} is not a worker of this {self.workers}-worker "
-                                     f"cluster (valid: 0..{self.workers - 1}).")
+                                     f"cluster (valid: 0..{self.workers - 1}). Fix: number workers from 0, or "
+                                     "add workers.")
 
     def constructor(self) -> str:
         """``SimCluster(...)`` text that rebuilds this configuration."""
         defaults = SimConfig(self.workers)
         parts = [f"workers={self.workers}"]
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
-                     "bandwidth", "device_type"):
+                     "bandwidth", "device_type", "watchdog"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -84,7 +109,11 @@ class Outcome:
 
 
 class RunResult(list):
-    """Each worker's return value, or the exception it ended with, indexed by worker; plus the trace."""
+    """Each worker's return value, or the exception it ended with, indexed by worker; plus the trace.
+
+    ``values()`` and ``report()`` lead with the root cause: the first error that was not passed on from another
+    worker's failure. Errors keep only the user's frames in their tracebacks (``MIRRORLAB_TRACEBACK=1`` keeps
+    mirrorlab's frames too)."""
 
     def __init__(self, outcomes: Sequence[Outcome], run: "SimRun") -> None:
         super().__init__(o.error if o.error is not None else o.value for o in outcomes)
@@ -96,35 +125,59 @@ class RunResult(list):
         self.deadlocks = run.scheduler.deadlocks
         self.messages = run.network.messages
         self.replay = run.replay_line
+        self.network_losses = run.network.loss_report(run.config.faults)
 
     @property
     def errors(self) -> dict[int, BaseException]:
-        return {w: o.error for w, o in enumerate(self.outcomes) if o.error is not None}
+        """Each failed worker's error, root cause first."""
+        failures = [(w, o.error, o.end_time) for w, o in enumerate(self.outcomes) if o.error is not None]
+        return {w: self.outcomes[w].error for w in failure_order(failures)}
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def root_cause(self) -> int | None:
+        """The worker whose error caused the run's other errors, or None when every worker returned."""
+        return next(iter(self.errors), None)
+
     def values(self) -> list[Any]:
-        """The return values; raises the first worker's error (with the run report) if any failed."""
-        for error in self.errors.values():
-            raise error
-        return list(self)
+        """The return values; raises the root cause's error, with the other workers' errors in a note."""
+        failed = self.errors
+        if not failed:
+            return list(self)
+        root = self.root_cause
+        error = failed.pop(root)
+        if failed:
+            _add_note(error, f"[mirrorlab.sim] worker {root}'s error is the root cause; the other workers' errors:\n"
+                      + "\n".join(f"  worker {w}: {self._state(w)}" for w in failed))
+        raise error
 
     def report(self) -> str:
-        """One line per worker plus seed, virtual time and the replay line."""
+        """The root cause, one line per worker, the network's losses, seed, virtual time and the replay line."""
         lines = [f"simulated run: seed={self.seed}, virtual time {self.virtual_time:.3f} s, "
                  f"{len(self.trace)} trace events"]
-        for w, o in enumerate(self.outcomes):
-            if o.crashed:
-                state = f"crashed ({o.error})"
-            elif o.error is not None:
-                state = f"failed: {type(o.error).__name__}: {str(o.error).splitlines()[0] if str(o.error) else ''}"
-            else:
-                state = f"returned {o.value!r}"[:200]
-            lines.append(f"  worker {w}: {state}")
+        if self.root_cause is not None:
+            lines.append(f"root cause: worker {self.root_cause} {self._state(self.root_cause)}")
+        lines += [f"  worker {w}: {self._state(w)}" for w in range(len(self.outcomes))]
+        if self.network_losses:
+            lines.append(self.network_losses)
         lines.append(f"replay: {self.replay}")
         return "\n".join(lines)
+
+    def _state(self, w: int) -> str:
+        """How worker ``w`` ended, in one unabridged line."""
+        o = self.outcomes[w]
+        if o.error is None:
+            return f"returned {o.value!r}"[:200]
+        site = raise_site(o.error)
+        where = f" at {site}" if site else ""
+        if o.crashed:
+            return f"crashed{where} ({headline(o.error)})"
+        origin = passed_on_from(o.error)
+        cause = f" (passed on from worker {origin})" if origin is not None else ""
+        return f"failed{where}: {type(o.error).__name__}{cause}: {headline(o.error)}"
 
 
 class SimRun:
@@ -137,7 +190,9 @@ class SimRun:
         self.kwargs = kwargs
         self.random_states = ProcessRandomStates(config.workers)
         self.scheduler = Scheduler(config.seed, on_deadlock=self._deadlock_error,
-                                   on_switch=lambda thread: self.random_states.switch(thread.owner))
+                                   on_switch=lambda thread: self.random_states.switch(thread.owner),
+                                   watchdog=config.watchdog, on_hang=self._hung)
+        self.epoch = time.time()  # the simulated workers' wall clock reads epoch + virtual time
         fault_rng = random.Random(f"faults:{config.seed}")
         self.network = SimNetwork(self.scheduler, seeded_route(config.faults, config.latency, config.bandwidth,
                                                                fault_rng))
@@ -171,28 +226,51 @@ class SimRun:
         outcome = self.outcomes[w]
         bind_environment(env)
         try:
-            outcome.value = self.program(*self.args, **self.kwargs)
-        except errors.SimulatedCrash as crash:
-            outcome.error, outcome.crashed = crash, True
-            self._peers_notice_death(w)
-        except BaseException as exc:  # the worker's process would die with this error
-            outcome.error = exc
-            self._peers_notice_death(w)
-            if isinstance(exc, errors.OpError):
-                _add_note(exc, self._cluster_state(w))
-            _add_note(exc, f"[mirrorlab.sim] worker {w} failed at virtual time {self.scheduler.now:.3f} s "
-                           f"(seed={self.config.seed}). Replay: {self.replay_line}")
+            value = self.program(*self.args, **self.kwargs)
+            if not env.hung:
+                outcome.value = value
+        except BaseException as exc:
+            if not env.hung:  # a worker the watchdog gave up on has its outcome already
+                self._failed(w, exc)
         finally:
-            outcome.end_time = self.scheduler.now
-            env.close()
+            if not env.hung:
+                outcome.end_time = self.scheduler.now
+                env.close()
             bind_environment(None)
+
+    def _failed(self, w: int, exc: BaseException) -> None:
+        """Record how worker ``w`` died: a crash, or an error its process would die with."""
+        trim_traceback(exc)
+        outcome = self.outcomes[w]
+        outcome.error, outcome.crashed = exc, isinstance(exc, errors.SimulatedCrash)
+        self._peers_notice_death(w)
+        if outcome.crashed:
+            return
+        site = raise_site(exc)
+        _add_note(exc, f"[mirrorlab.sim] worker {w} failed{' at ' + site if site else ''} at virtual time "
+                       f"{self.scheduler.now:.3f} s (seed={self.config.seed}). Replay: {self.replay_line}")
+        _add_note(exc, self._cluster_state(w))
+        losses = self.network.loss_report(self.config.faults)
+        if losses and isinstance(exc, errors.OpError):
+            _blame_network(exc, losses)
+
+    def _hung(self, thread: SimThread, seconds: float) -> None:
+        """The watchdog gave up on ``thread``: its worker ends with a HangError naming where it blocked."""
+        w = thread.owner
+        self.envs[w].hung = True
+        threads = [thread.os_thread] + [t for t in threading.enumerate() if t.name.startswith(f"worker {w} (")]
+        error = errors.HangError(hang_report(f"worker {w} (/job:{self.tasks[w][0]}/replica:0/task:{self.tasks[w][1]})",
+                                             seconds, threads, self.config.watchdog))
+        _add_note(error, f"[mirrorlab.sim] worker {w} hung at virtual time {self.scheduler.now:.3f} s "
+                         f"(seed={self.config.seed}). Replay: {self.replay_line}")
+        self.outcomes[w].error, self.outcomes[w].end_time = error, self.scheduler.now
 
     def _peers_notice_death(self, w: int) -> None:
         """Like TF's coordination service: after ``heartbeat_timeout`` every peer's collectives fail."""
         task = "/job:{}/replica:0/task:{}".format(*self.tasks[w])
         error = errors.UnavailableError(
             "Collective ops is aborted by: " + HEALTH_TEXT.format(task=task)
-            + "\nThe error could be from a previous operation. Restart your program to reset.")
+            + "\nThe error could be from a previous operation. Restart your program to reset.", passed_on_from=w)
 
         def abort_all() -> None:
             for peer_env in self.envs:
@@ -218,6 +296,8 @@ class SimRun:
     def _worker_state(self, w: int) -> str:
         env, thread, outcome = self.envs[w], self.threads[w], self.outcomes[w]
         comm = next((c for c in reversed(env.communicators) if c.current is not None), None)
+        if thread.state == "hung":
+            return f"hung outside mirrorlab at t={outcome.end_time:.3f} s (see its HangError)"
         if thread.state == "done":
             how = "crashed" if outcome.crashed else ("raised " + type(outcome.error).__name__
                                                      if outcome.error is not None else "returned")
@@ -235,9 +315,19 @@ class SimRun:
                  "and nothing can wake them (TF would hang here forever)."]
         for w, (task_type, index) in enumerate(self.tasks):
             lines.append(f"  worker {w} (/job:{task_type}/replica:0/task:{index}): {self._worker_state(w)}")
-        lines.append(FIX_DESYNC)
+        lines.append(self.network.loss_report(self.config.faults) or FIX_DESYNC)
         lines.append(f"seed={self.config.seed}; replay: {self.replay_line}")
         return errors.DeadlockError("\n".join(lines))
+
+
+def _blame_network(exc: errors.OpError, losses: str) -> None:
+    """Put the network's losses where ``exc`` blames mismatched collectives (a lost message desyncs the
+    sequence numbers of a pair), else add them as a note."""
+    if FIX_DESYNC in exc.message:
+        exc.message = exc.message.replace(FIX_DESYNC, losses)
+        exc.args = (exc.message, *exc.args[1:])
+    else:
+        _add_note(exc, f"[mirrorlab.sim] {losses}")
 
 
 def _add_note(exc: BaseException, note: str) -> None:
@@ -251,6 +341,7 @@ class SimCluster:
 
     ``SimCluster(workers=2, devices_per_worker=2, seed=7).run(program, *args)`` runs ``program`` on
     every worker and returns a ``RunResult`` (one value or exception per worker, plus the trace).
+    ``watchdog``: real seconds a worker may block outside mirrorlab before it is reported as hung (None: never).
     """
 
     workers: int
@@ -262,10 +353,12 @@ class SimCluster:
     latency: float = 0.0
     bandwidth: float | None = None
     device_type: str = "CPU"
+    watchdog: float | None = 5.0
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
-                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type)
+                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
+                                self.watchdog)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""

@@ -56,6 +56,7 @@ class SimWorkerEnv(Environment):
         self._io_counts: dict[str, int] = {}
         self._op_seeds = 0
         self._terminating = False  # a Preempt fault has told this worker it will be terminated
+        self.hung = False  # the watchdog gave up on this worker: it must never touch the simulation again
 
     @property
     def task(self) -> tuple[str, int]:
@@ -96,8 +97,23 @@ class SimWorkerEnv(Environment):
     def default_device_type(self) -> tuple[str, int]:
         return self.run.config.device_type, self.run.config.devices_per_worker
 
+    def _check_alive(self) -> None:
+        """Stop a worker the watchdog gave up on at its next call into the simulation (it lost its turn)."""
+        if self.hung:
+            raise errors.SimulatedCrash(f"worker {self.worker} was given up as hung by the simulator's watchdog")
+
+    def now(self) -> float:
+        """The run's wall-clock epoch plus virtual time: library code's timestamps and polls follow the simulation."""
+        return self.run.epoch + self.run.scheduler.now
+
+    def sleep(self, seconds: float) -> None:
+        """Wait in virtual time, so the other workers run meanwhile (e.g. the chief writing what this one polls for)."""
+        self._check_alive()
+        self.run.scheduler.sleep(seconds)
+
     def fault_point(self, step: int | None = None, collective: int | None = None) -> None:
         """Apply this worker's faults at a step or collective boundary."""
+        self._check_alive()
         for fault in self.run.config.faults:
             if getattr(fault, "worker", None) != self.worker:
                 continue
@@ -117,6 +133,7 @@ class SimWorkerEnv(Environment):
 
     def io_point(self, what: str) -> None:
         """A point inside a file write (``checkpoint-commit``) where a Crash(during_save=k) strikes."""
+        self._check_alive()
         count = self._io_counts[what] = self._io_counts.get(what, 0) + 1
         for fault in self.run.config.faults:
             if isinstance(fault, Crash) and fault.worker == self.worker and fault.during_save == count:

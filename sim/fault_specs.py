@@ -37,7 +37,7 @@ def parse_fault(spec: str) -> Fault:
     match = re.fullmatch(pattern, rest)
     if match is None:
         raise ValueError(f"fault {spec!r}: expected {form}")
-    fault = build(*match.groups())
-    if isinstance(fault, Drop) and not 0.0 <= fault.probability <= 1.0:
-        raise ValueError(f"fault {spec!r}: the probability {fault.probability} must be between 0 and 1")
-    return fault
+    try:
+        return build(*match.groups())
+    except ValueError as exc:  # the fault's own check of its numbers (sim/faults.py)
+        raise ValueError(f"fault {spec!r}: {str(exc).splitlines()[0]}") from None

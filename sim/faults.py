@@ -11,6 +11,8 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
+from .validation import check_count, check_distinct, check_probability, check_seconds
+
 __all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "route_delay"]
 
 
@@ -21,6 +23,11 @@ class Fault:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
                  if f.default is dataclasses.MISSING or getattr(self, f.name) != f.default]
         return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _check_workers(self, *fields: str) -> None:
+        """Worker indices are ints >= 0 (whether the cluster has them is checked by ``SimConfig``)."""
+        for name in fields:
+            check_count(repr(self), name, getattr(self, name), 0, "workers are numbered from 0.")
 
 
 @dataclass(frozen=True, repr=False)
@@ -34,9 +41,13 @@ class Crash(Fault):
     during_save: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_workers("worker")
         if sum(x is not None for x in (self.at_step, self.at_collective, self.during_save)) != 1:
             raise ValueError(f"{self!r}: give exactly one of at_step=, at_collective= or during_save= "
                              "(all count from 1).")
+        for name in ("at_step", "at_collective", "during_save"):
+            check_count(repr(self), name, getattr(self, name), 1,
+                        f"{name} counts from 1; use {name}=1 for the first one.", optional=True)
 
 
 @dataclass(frozen=True, repr=False)
@@ -47,6 +58,10 @@ class Preempt(Fault):
     worker: int
     at_step: int
 
+    def __post_init__(self) -> None:
+        self._check_workers("worker")
+        check_count(repr(self), "at_step", self.at_step, 1, "at_step counts from 1; use at_step=1 for the first step.")
+
 
 @dataclass(frozen=True, repr=False)
 class Slow(Fault):
@@ -56,6 +71,11 @@ class Slow(Fault):
     seconds_per_step: float = 0.0
     seconds_per_collective: float = 0.0
 
+    def __post_init__(self) -> None:
+        self._check_workers("worker")
+        for name in ("seconds_per_step", "seconds_per_collective"):
+            check_seconds(repr(self), name, getattr(self, name), False, "give the extra virtual seconds, e.g. 0.5.")
+
 
 @dataclass(frozen=True, repr=False)
 class Delay(Fault):
@@ -64,6 +84,11 @@ class Delay(Fault):
     src: int
     dst: int
     seconds: float
+
+    def __post_init__(self) -> None:
+        self._check_workers("src", "dst")
+        check_distinct(repr(self), "src", "dst", self.src, self.dst)
+        check_seconds(repr(self), "seconds", self.seconds, False, "give the extra virtual seconds, e.g. 0.5.")
 
 
 @dataclass(frozen=True, repr=False)
@@ -75,6 +100,12 @@ class Drop(Fault):
     probability: float = 1.0
     after: int = 0
 
+    def __post_init__(self) -> None:
+        self._check_workers("src", "dst")
+        check_distinct(repr(self), "src", "dst", self.src, self.dst)
+        check_probability(repr(self), "probability", self.probability)
+        check_count(repr(self), "after", self.after, 0, "after= is how many messages pass before drops start.")
+
 
 @dataclass(frozen=True, repr=False)
 class Cut(Fault):
@@ -82,6 +113,10 @@ class Cut(Fault):
 
     a: int
     b: int
+
+    def __post_init__(self) -> None:
+        self._check_workers("a", "b")
+        check_distinct(repr(self), "a", "b", self.a, self.b)
 
 
 def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, counts: dict[Fault, int],

@@ -14,7 +14,7 @@ from mirrorlab import errors
 from mirrorlab.collective.message import AbortNotice, Message
 from mirrorlab.collective.transport import Transport
 
-from .faults import route_delay
+from .faults import Cut, Drop, route_delay
 from .scheduler import Scheduler, SimThread
 
 __all__ = ["SimNetwork", "SimTransport", "seeded_route"]
@@ -33,6 +33,8 @@ class SimNetwork:
         self._last_arrival: dict[tuple[int, int, int], float] = {}
         self.messages = 0
         self.dropped = 0
+        self.sent: dict[tuple[int, int], int] = {}  # (src, dst) -> messages and abort notices sent
+        self.lost: dict[tuple[int, int], int] = {}  # (src, dst) -> of those, dropped by a fault
 
     def box(self, group: int, src: int, dst: int) -> deque:
         return self._boxes.setdefault((group, src, dst), deque())
@@ -40,13 +42,29 @@ class SimNetwork:
     def attach(self, endpoint: "SimTransport") -> None:
         self._endpoints[(endpoint.group, endpoint.rank)] = endpoint
 
+    def loss_report(self, faults: tuple) -> str:
+        """Which pairs lost how many messages to which faults, and that this is a network failure ("" if none)."""
+        if not self.lost:
+            return ""
+        lines = [f"The network lost {sum(self.lost.values())} message(s) in this run:"]
+        for (src, dst), lost in sorted(self.lost.items()):
+            culprits = ", ".join(repr(f) for f in faults if _affects(f, src, dst)) or "a fault"
+            lines.append(f"  worker {src} -> worker {dst}: {lost} of {self.sent[(src, dst)]} lost ({culprits})")
+        lines.append("The cause is the network (a firewall, a partition or a lossy link between those workers), "
+                     "not mismatched collectives. Fix: make every worker reach every other on the ports of its "
+                     "TF_CONFIG (firewall rules, routes); in the simulator, these are the faults you injected.")
+        return "\n".join(lines)
+
     def groups_of(self, rank: int) -> list["SimTransport"]:
         return [e for (_, r), e in sorted(self._endpoints.items()) if r == rank]
 
     def _arrival(self, key: tuple[int, int, int], nbytes: int) -> float | None:
+        pair = key[1:]
+        self.sent[pair] = self.sent.get(pair, 0) + 1
         delay = self.route(key[1], key[2], nbytes)
         if delay is None:
             self.dropped += 1
+            self.lost[pair] = self.lost.get(pair, 0) + 1
             return None
         # Per-pair FIFO, as over one TCP connection: a message never overtakes an earlier one.
         when = max(self.scheduler.now + delay, self._last_arrival.get(key, 0.0))
@@ -150,6 +168,13 @@ class SimTransport(Transport):
         for peer in range(self.size):
             if peer != self.rank:
                 self.network.send_abort(self.group, self.rank, peer, notice)
+
+
+def _affects(fault: object, src: int, dst: int) -> bool:
+    """Whether a message fault applies to messages from ``src`` to ``dst``."""
+    if isinstance(fault, Cut):
+        return {src, dst} == {fault.a, fault.b}
+    return isinstance(fault, Drop) and (fault.src, fault.dst) == (src, dst)
 
 
 def _immutable(array: np.ndarray) -> bool:

@@ -3,7 +3,8 @@
 Every simulated worker is an OS thread, but only the one holding the baton runs; at each scheduling
 point the baton goes to a runnable thread chosen by a seeded RNG, so one seed is one interleaving.
 When nothing is runnable the virtual clock jumps to the next timer; when there is no timer either,
-every blocked thread is woken with the deadlock report instead of hanging.
+every blocked thread is woken with the deadlock report instead of hanging. A thread that holds the baton
+but blocks in real time (outside the scheduler) is given up by the wall-clock watchdog, and the others go on.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mirrorlab.errors import DeadlockError
+
+from .watchdog import StillnessMeter
 
 __all__ = ["Scheduler", "SimThread", "TIMEOUT", "WOKEN"]
 
@@ -36,7 +39,7 @@ class SimThread:
         self.blocked_on = ""
         self._wake: Any = None
         self._token = 0
-        self._os_thread = threading.Thread(target=self._main, name=f"sim:{name}", daemon=True)
+        self.os_thread = threading.Thread(target=self._main, name=f"sim:{name}", daemon=True)
 
     def _main(self) -> None:
         self._go.acquire()
@@ -50,10 +53,14 @@ class SimThread:
 
 
 class Scheduler:
-    """Runs simulated threads one at a time in a seed-determined order on a virtual clock."""
+    """Runs simulated threads one at a time in a seed-determined order on a virtual clock.
+
+    ``watchdog``: wall-clock seconds the baton holder may stand still (with every other thread) before it is
+    given up as hung: ``on_hang(thread, seconds)`` is told, and the other threads go on (None: wait forever)."""
 
     def __init__(self, seed: int, on_deadlock: Callable[[list[SimThread]], BaseException] | None = None,
-                 on_switch: Callable[[SimThread], None] | None = None) -> None:
+                 on_switch: Callable[[SimThread], None] | None = None, watchdog: float | None = None,
+                 on_hang: Callable[[SimThread, float], None] | None = None) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.threads: list[SimThread] = []
@@ -65,6 +72,8 @@ class Scheduler:
         self._live = 0
         self._on_deadlock = on_deadlock
         self._on_switch = on_switch
+        self._watchdog = watchdog
+        self._on_hang = on_hang
         self.deadlocks = 0
 
     # -- setup ------------------------------------------------------------------------------------
@@ -76,7 +85,7 @@ class Scheduler:
         self.threads.append(thread)
         self._runnable.append(thread)
         self._live += 1
-        thread._os_thread.start()
+        thread.os_thread.start()
         return thread
 
     def run(self) -> None:
@@ -84,7 +93,16 @@ class Scheduler:
         if not self.threads:
             return
         self._hand_to(self._pick())
-        self._all_done.wait()
+        if self._watchdog is None:
+            self._all_done.wait()
+            return
+        meter = StillnessMeter()
+        while not self._all_done.wait(min(0.1, self._watchdog / 4)):
+            still = meter.still_for()
+            holder = self.current
+            if still >= self._watchdog and holder is not None and holder.state == "running":
+                self._give_up(holder, still)
+                meter.reset()
 
     # -- primitives for the running thread ---------------------------------------------------------
 
@@ -179,7 +197,23 @@ class Scheduler:
         me._go.acquire()
         me.state = "running"
 
+    def _give_up(self, thread: SimThread, seconds: float) -> None:
+        """Take the baton from ``thread``, blocked in real time for ``seconds``, and let the others go on; it never
+        gets the baton back (its environment makes it stop at its next call into the simulation)."""
+        thread.state = "hung"
+        self._live -= 1
+        if self._on_hang is not None:
+            self._on_hang(thread, seconds)
+        nxt = self._pick()
+        if nxt is None:
+            self.current = None
+            self._all_done.set()
+            return
+        self._hand_to(nxt)
+
     def _exit(self, me: SimThread) -> None:
+        if me.state == "hung":  # given up by the watchdog: no longer part of the schedule
+            return
         me.state = "done"
         self._live -= 1
         nxt = self._pick()

@@ -219,7 +219,7 @@ def test_checkpoint_save_and_manager_state_files_follow_tf(tmp_path):
 
 def test_manager_keeps_one_checkpoint_per_interval_and_honours_checkpoint_interval(tmp_path, monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("mirrorlab.train.checkpoint.time.time", lambda: clock[0])
+    monkeypatch.setattr("mirrorlab.runtime.clock.now", lambda: clock[0])
     step = ml.Variable(np.int64(0))
     manager = CheckpointManager(Checkpoint(v=ml.Variable(1.0)), tmp_path, max_to_keep=1,
                                 keep_checkpoint_every_n_hours=1, step_counter=step, checkpoint_interval=2)

@@ -1,9 +1,10 @@
 """One worker's member of the cross-worker collective group.
 
-It numbers collective instances, stamps every message with the instance's fingerprint, checks the
-fingerprint of every message it receives, enforces ``timeout_seconds`` and, on any failure, aborts the
-group so that every member fails with a message naming the workers, their collectives and call sites
-(TF instead hangs, or fails with "Shape mismatch in the collective instance N").
+It numbers collective instances, stamps every message with the instance's fingerprint and identity
+(what it is for and the user's call site), checks both on every message it receives, enforces
+``timeout_seconds`` and, on any failure, aborts the group so that every member fails with a message
+naming the workers, their collectives and call sites (TF instead hangs, or fails with "Shape mismatch
+in the collective instance N", or silently combines two different collectives).
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from typing import Any
 
 from .. import errors
 from .message import Fingerprint, Header, Message
+from .request_kind import current_kind
 from .transport import Transport
 
-__all__ = ["Communicator", "Instance", "CollectiveState", "shape_mismatch_text"]
+__all__ = ["Communicator", "Instance", "CollectiveState", "shape_mismatch_text", "CHECK_SITES_ENV"]
+
+CHECK_SITES_ENV = "MIRRORLAB_CHECK_CALL_SITES"  # "0": a strategy created then does not compare call sites
 
 FIX_DESYNC = ("Fix: every worker must run the same collectives (reduce, all_reduce, gather, variable "
               "creation, ON_READ reads, checkpoint saves) in the same order with the same dtypes and shapes; "
@@ -31,6 +35,7 @@ class CollectiveState:
     seq: int
     fingerprint: Fingerprint
     site: str
+    kind: str = ""
 
     def describe(self) -> str:
         return f"{self.fingerprint.describe()} #{self.seq} at {self.site}"
@@ -56,6 +61,7 @@ class Communicator:
         self.current: CollectiveState | None = None
         self.last_completed: CollectiveState | None = None
         self._local_error: errors.OpError | None = None
+        self.check_sites = True  # compare call sites across workers (the strategy may opt out, see CHECK_SITES_ENV)
 
     def now(self) -> float:
         return self._clock()
@@ -70,7 +76,7 @@ class Communicator:
     def start(self, fingerprint: Fingerprint, site: str, timeout: float | None) -> "Instance":
         """Begin the next collective instance; raises at once if the group is already aborted."""
         self.seq += 1
-        state = CollectiveState(self.seq, fingerprint, site)
+        state = CollectiveState(self.seq, fingerprint, site, current_kind())
         self.current = state
         if self.error is not None:
             raise errors.clone(self.error)
@@ -112,7 +118,8 @@ class Instance:
         return self.comm.size
 
     def send(self, peer: int, payload: Any, step: int) -> None:
-        header = Header(self.state.seq, self.state.fingerprint, step, self.comm.rank, self.state.site)
+        header = Header(self.state.seq, self.state.fingerprint, step, self.comm.rank, self.state.site,
+                        self.state.kind)
         self.comm.transport.send(peer, Message(header, payload))
 
     def recv(self, peer: int, step: int) -> Any:
@@ -132,8 +139,9 @@ class Instance:
         return message.payload
 
     def _check(self, peer: int, header: Header) -> None:
-        mine, theirs = self.state, CollectiveState(header.seq, header.fingerprint, header.site)
-        if header.seq == mine.seq and header.fingerprint == mine.fingerprint:
+        mine, theirs = self.state, CollectiveState(header.seq, header.fingerprint, header.site, header.kind)
+        if header.seq == mine.seq and header.fingerprint == mine.fingerprint and same_identity(
+                mine, theirs, self.comm.check_sites):
             return
         raise self.comm.fail(mismatch_error(self.comm, peer, mine, theirs))
 
@@ -147,6 +155,7 @@ def mismatch_error(comm: Communicator, peer: int, mine: CollectiveState,
     a, b = mine.fingerprint, theirs.fingerprint
     device = comm.names[comm.rank]
     cls: type[errors.CollectiveMismatchError] = errors.CollectiveTypeMismatchError
+    fix = FIX_DESYNC
     if mine.seq != theirs.seq:
         cls = errors.CollectiveMismatchError
         head = (f"Collective desync: collective instance {mine.seq} on {device} received a message that "
@@ -154,6 +163,14 @@ def mismatch_error(comm: Communicator, peer: int, mine: CollectiveState,
     elif a.op != b.op or a.detail != b.detail:
         head = (f"Collective instance {mine.seq} expected {a.describe()} at device {device} but got "
                 f"{b.describe()} from another member in the group.")
+    elif a == b:  # same op, dtype and shape, but not the same request
+        cls = errors.CollectiveMismatchError
+        head = (f"Collective desync: collective instance {mine.seq} paired two different collectives that both "
+                f"are {a.describe()}: {mine.kind or 'a collective'} at {mine.site} on {comm.worker_label(comm.rank)} "
+                f"and {theirs.kind or 'a collective'} at {theirs.site} on {comm.worker_label(peer)} (TF would silently "
+                "combine their values).")
+        fix += (f"\nIf identical code legitimately runs from different lines on different workers, set "
+                f"{CHECK_SITES_ENV}=0 before creating the strategy (what each collective is for is still compared).")
     elif a.dtype != b.dtype:
         head = (f"Collective instance {mine.seq} expected data_type {a.dtype} at device {device} but got "
                 f"data_type {b.dtype} from another member in the group.")
@@ -161,7 +178,20 @@ def mismatch_error(comm: Communicator, peer: int, mine: CollectiveState,
         cls = errors.CollectiveShapeMismatchError
         head = shape_mismatch_text(mine.seq, device, a.shape, b.shape)
     return cls(f"{head}\n  {comm.worker_label(comm.rank)}: {mine.describe()}\n"
-               f"  {comm.worker_label(peer)}: {theirs.describe()}\n{FIX_DESYNC}")
+               f"  {comm.worker_label(peer)}: {theirs.describe()}\n{fix}")
+
+
+def same_identity(mine: CollectiveState, theirs: CollectiveState, check_sites: bool) -> bool:
+    """Whether two members' collectives are the same request (same kind; same call site unless not checked or
+    unknown on either side)."""
+    if mine.kind != theirs.kind:
+        return False
+    if not check_sites or UNKNOWN_SITE in (mine.site, theirs.site):
+        return True
+    return mine.site == theirs.site
+
+
+UNKNOWN_SITE = "<unknown>"
 
 
 def shape_mismatch_text(seq: int, device: str, expected: tuple, got: tuple) -> str:

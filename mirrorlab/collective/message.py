@@ -1,8 +1,8 @@
 """What travels between workers: a header that fingerprints the collective, plus one raw array.
 
 Headers let every receiver check that sender and receiver are in the *same* collective (sequence
-number, op, dtype, shape) before using the bytes: this is how desyncs become errors instead of hangs
-or garbage. Nothing here is ever pickled; the gRPC backend encodes headers as JSON and arrays as
+number, op, dtype, shape, and its identity: what it is for and the user's call site) before using
+the bytes: this is how desyncs become errors instead of hangs or garbage. Nothing here is ever pickled; the gRPC backend encodes headers as JSON and arrays as
 dtype/shape plus raw bytes.
 """
 
@@ -51,15 +51,16 @@ class Header:
     step: int
     sender: int
     site: str
+    kind: str = ""  # what the collective is for (see ``request_kind``)
 
     def to_json(self) -> dict:
         return {"seq": self.seq, "fingerprint": self.fingerprint.to_json(), "step": self.step,
-                "sender": self.sender, "site": self.site}
+                "sender": self.sender, "site": self.site, "kind": self.kind}
 
     @staticmethod
     def from_json(data: dict) -> "Header":
         return Header(int(data["seq"]), Fingerprint.from_json(data["fingerprint"]), int(data["step"]),
-                      int(data["sender"]), str(data["site"]))
+                      int(data["sender"]), str(data["site"]), str(data.get("kind", "")))
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class AbortNotice:
         cls = getattr(errors, self.error_type, None)
         if not (isinstance(cls, type) and issubclass(cls, errors.OpError)):
             cls = errors.UnknownError
-        return cls(self.text)
+        return cls(self.text, passed_on_from=self.sender)
 
     def to_json(self) -> dict:
         return {"sender": self.sender, "error_type": self.error_type, "text": self.text}

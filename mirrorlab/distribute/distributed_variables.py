@@ -12,6 +12,7 @@ from .. import nest
 from ..aggregation import ReduceOp, VariableAggregation, VariableSynchronization
 from ..callsite import user_call_site
 from ..collective.group import mean_of_sum
+from ..collective.request_kind import requesting
 from ..tensor import (STRING, dtype_name, frozen, is_string, like)
 from . import context
 from .regroup import regroup
@@ -300,7 +301,8 @@ class SyncOnReadVariable(DistributedVariable):
         if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
             return self._components[0]
         op = ReduceOp.from_variable_aggregation(self._aggregation)
-        return self._strategy._reduce_leaves(op, [self], user_call_site())[0]
+        with requesting("ON_READ read"):
+            return self._strategy._reduce_leaves(op, [self], user_call_site())[0]
 
     def _update_cross_replica(self, kind: str, value: Any) -> None:
         """Every copy takes the value (SUM: the value over the replica count, so a read sums back to it). TF reads

@@ -11,6 +11,7 @@ from .. import errors, nest
 from ..aggregation import ReduceOp
 from ..callsite import user_call_site
 from ..collective.communicator import FIX_DESYNC
+from ..collective.request_kind import requesting
 from ..communication import Options
 from ..tensor import IndexedSlices, as_tensor
 from . import context
@@ -82,8 +83,9 @@ class ReplicaContext:
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
             dense = [leaf for leaf in by_leaf if not isinstance(leaf[0], IndexedSlices)]
             one_device = ext._is_mirrored and check_batch_placement(by_leaf) and ext._int32_on_one_device
-            reduced = iter(checked_all_reduce(ext, op, dense, requests[0].site, options, addn=one_device)
-                           if dense else ())
+            with requesting("all_reduce"):
+                reduced = iter(checked_all_reduce(ext, op, dense, requests[0].site, options, addn=one_device)
+                               if dense else ())
             results = [reduce_slices(self._strategy, op, leaf, requests[0].site)
                        if isinstance(leaf[0], IndexedSlices) else next(reduced) for leaf in by_leaf]
             return _results_per_replica(ext, structures, results)

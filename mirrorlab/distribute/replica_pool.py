@@ -76,7 +76,8 @@ class ThreadPool(ReplicaPool):
     its end) wakes the next one of the stretch; the last to stop resolves the sync point (runs the
     handler) and starts the next stretch, or, when all have returned, wakes the thread that called ``run``.
 
-    ``spawn(target, name)`` starts a thread bound to the worker's environment; ``on_desync(error)`` is
+    ``name`` (the worker's label) names its threads and its errors; ``spawn(target, name)`` starts a thread
+    bound to the worker's environment; ``on_desync(error)`` is
     told when replicas disagree, so the worker can abort the cross-worker group too; ``order(ids)``
     gives the order in which the given replicas run their next stretch.
     """
@@ -85,6 +86,7 @@ class ThreadPool(ReplicaPool):
                  on_desync: Callable[[errors.OpError], None],
                  order: Callable[[list[int]], list[int]] = list) -> None:
         self.size = size
+        self._name = name
         self._on_desync = on_desync
         self._order = order
         self._finished: queue.SimpleQueue = queue.SimpleQueue()
@@ -188,7 +190,8 @@ class ThreadPool(ReplicaPool):
         return {k: (True, v) for k, v in zip(waiting, replies)}
 
     def _desync(self, waiting: list[int], requests: list[SyncRequest], what: str) -> dict[int, tuple[bool, Any]]:
-        error = errors.CollectiveTypeMismatchError(f"Collective desync between replicas: {what}\n{FIX_DESYNC}")
+        error = errors.CollectiveTypeMismatchError(
+            f"Collective desync between the local replicas of {self._name}: {what}\n{FIX_DESYNC}")
         self._on_desync(error)
         return {k: (False, error) for k in waiting}
 

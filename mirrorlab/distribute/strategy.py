@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -22,6 +23,8 @@ from ..callsite import calls_from, user_call_site
 from ..cluster import ClusterResolver, TFConfigClusterResolver
 from ..cluster import roles
 from ..cluster.devices import local_device
+from ..collective.communicator import CHECK_SITES_ENV
+from ..collective.request_kind import requesting
 from ..collective.group import CollectiveGroup, truediv_dtype
 from .kernel_dtypes import check_broadcastable, check_gatherable, check_reducible, tf_dtype
 from ..communication import CommunicationImplementation, Options
@@ -73,13 +76,14 @@ class StrategyExtended(ExtendedApi):
         self._unsynced: dict[int, tuple[DistributedVariable, str]] = {}
         self._warned_unsynced: set[int] = set()
         devices = runtime.devices
+        runtime.comm.check_sites = os.environ.get(CHECK_SITES_ENV, "1").strip() != "0"
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
                                       runtime.before_collective)
         self._placement = self._group.placement
         if len(devices) == 1:
             self._pool = InlinePool()
         else:
-            self._pool = ThreadPool(len(devices), runtime.spawn, f"worker:{rank}", runtime.comm.fail,
+            self._pool = ThreadPool(len(devices), runtime.spawn, runtime.comm.worker_label(rank), runtime.comm.fail,
                                     runtime.replica_order)
             weakref.finalize(strategy, self._pool.close)
             runtime.adopt(self._pool)
@@ -154,7 +158,8 @@ class StrategyExtended(ExtendedApi):
                 # Every worker starts from the chief's initial value (TF broadcasts it from the chief, before it
                 # checks the aggregation).
                 check_broadcastable(value, f"the initial value of variable {name!r}")
-                value = self._group.broadcast([value], user_call_site())[0]
+                with requesting(f"creation of variable {name!r}"):
+                    value = self._group.broadcast([value], user_call_site())[0]
             if agg == VariableAggregation.MEAN and np.dtype(value.dtype).kind not in "fc":
                 raise ValueError("creating distributed tf.Variable with aggregation=MEAN and a non-floating dtype "
                                  "is not supported, please use a different aggregation or dtype")
@@ -353,9 +358,9 @@ class Strategy:
             if numbers:  # (from a values function)
                 raise AttributeError(f"'{type(numbers[0]).__name__}' object has no attribute 'device'")
         if axis is None and self._converts_whole_nest(value):
-            with context.enter(self, None):
+            with context.enter(self, None), requesting("reduce"):
                 return self._reduce_leaves(op, [value], site, copies=True)[0]
-        with context.enter(self, None):
+        with context.enter(self, None), requesting("reduce"):
             if axis is not None:
                 return self._reduce_along_axis(op, [self._one_tensor_per_replica(op, value, axis)], axis, site)[0]
             return nest.pack_sequence_as(value, self._reduce_leaves(op, nest.flatten(value), site, copies=True))

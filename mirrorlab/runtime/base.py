@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
@@ -82,6 +83,14 @@ class Environment(ABC):
                         names: Sequence[str], rpc_layer: str | None) -> WorkerRuntime:
         """This task's runtime in the multi-worker cluster; ``rank`` is its id in the cluster and
         ``names[r]`` worker r's task name."""
+
+    def now(self) -> float:
+        """Seconds since the epoch on this environment's clock (the wall clock; virtual in the simulator)."""
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on this environment's clock (in the simulator: virtual time, letting others run)."""
+        time.sleep(seconds)
 
     def termination_noticed(self) -> bool:
         """Whether this worker has been told it will be terminated (a simulated preemption; a real process learns

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from mirrorlab.runtime import clock
 from .. import errors
 from ..aggregation import VariableAggregation, VariableSynchronization
 from ..distribute import context
@@ -270,7 +270,7 @@ class CheckpointManager:
         self._step_counter = step_counter
         self._interval = checkpoint_interval
         self._last_step = last_checkpoint_step
-        now = time.time()
+        now = clock.now()
         state = get_checkpoint_state(self._directory)
         self._latest = None if state is None else state.model_checkpoint_path
         self._last_preserved = now - 1.0 if state is None else min(state.last_preserved_timestamp, now)
@@ -321,7 +321,7 @@ class CheckpointManager:
         owner = ckpt._write(prefix, options)
         self._latest = prefix
         self._maybe_delete.pop(prefix, None)
-        self._maybe_delete[prefix] = time.time()
+        self._maybe_delete[prefix] = clock.now()
         self._sweep(delete=owner)
         if owner:  # a non-chief given the chief's directory keeps the same books but leaves the files to the chief
             write_checkpoint_state(self._directory, prefix, list(self._maybe_delete),

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..callsite import user_call_site
+from ..collective.request_kind import requesting
 from ..distribute import context
 from ..tensor import to_host
 
@@ -46,7 +47,8 @@ def writes_own_path(prefix: str, strategy: Any = None, collective: bool = True) 
     if getattr(ext, "_num_workers", 1) <= 1 or not collective:
         return True
     digest = np.frombuffer(hashlib.sha256(prefix.encode()).digest(), np.int64).copy()
-    chief = np.asarray(to_host(ext._group.broadcast([digest], user_call_site())[0]))
+    with requesting("checkpoint save"):
+        chief = np.asarray(to_host(ext._group.broadcast([digest], user_call_site())[0]))
     return is_chief(strategy) or not np.array_equal(chief, digest)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirrorlab.runtime import clock
 from .files import atomic_write
 
 __all__ = ["CheckpointState", "STATE_FILE", "checkpoint_files", "checkpoints_iterator", "get_checkpoint_state",
@@ -125,19 +125,19 @@ def checkpoints_iterator(checkpoint_dir: str | os.PathLike, min_interval_secs: f
             if timeout_fn is None or timeout_fn():
                 return
             continue
-        start = time.time()
+        start = clock.now()
         last = found
         yield found
-        time.sleep(max(0.0, start + min_interval_secs - time.time()))
+        clock.sleep(max(0.0, start + min_interval_secs - clock.now()))
 
 
 def _wait_for_new_checkpoint(checkpoint_dir: str | os.PathLike, last: str | None, timeout: float | None) -> str | None:
     """The latest checkpoint once it differs from ``last``; None after ``timeout`` seconds."""
-    deadline = None if timeout is None else time.time() + timeout
+    deadline = None if timeout is None else clock.now() + timeout
     while True:
         found = latest_checkpoint(checkpoint_dir)
         if found is not None and found != last:
             return found
-        if deadline is not None and time.time() + POLL_SECONDS > deadline:
+        if deadline is not None and clock.now() + POLL_SECONDS > deadline:
             return None
-        time.sleep(POLL_SECONDS)
+        clock.sleep(POLL_SECONDS)

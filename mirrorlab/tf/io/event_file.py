@@ -11,9 +11,10 @@ import os
 import socket
 import struct
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import BinaryIO
+
+from mirrorlab.runtime import clock
 
 __all__ = ["Event", "EventFileWriter", "read_events"]
 
@@ -81,11 +82,11 @@ class EventFileWriter:
 
     def __init__(self, logdir: str) -> None:
         os.makedirs(logdir, exist_ok=True)
-        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}.{next(_files)}.v2"
+        name = f"events.out.tfevents.{int(clock.now())}.{socket.gethostname()}.{os.getpid()}.{next(_files)}.v2"
         self.path = os.path.join(logdir, name)
         self._lock = threading.Lock()
         self._file: BinaryIO | None = open(self.path, "wb")  # noqa: SIM115 (closed by close())
-        self._write(_event(time.time(), 0, file_version=_FILE_VERSION))
+        self._write(_event(clock.now(), 0, file_version=_FILE_VERSION))
 
     def _write(self, record: bytes) -> None:
         length = struct.pack("<Q", len(record))
@@ -98,7 +99,7 @@ class EventFileWriter:
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         """Record ``value`` (as float32) under ``tag`` at ``step``."""
-        self._write(_event(time.time(), int(step), values=_field(1, _scalar_value(tag, float(value)))))
+        self._write(_event(clock.now(), int(step), values=_field(1, _scalar_value(tag, float(value)))))
 
     def close(self) -> None:
         with self._lock:

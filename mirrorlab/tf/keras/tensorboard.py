@@ -9,11 +9,11 @@ are refused when asked for."""
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import numpy as np
 
+from mirrorlab.runtime import clock
 from ..io.event_file import EventFileWriter
 from .callbacks import Callback
 
@@ -81,7 +81,7 @@ class TensorBoard(Callback):
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._global_train_batch += 1
         self._gate(self._global_train_batch)
-        self._batch_start = time.time()
+        self._batch_start = clock.now()
 
     def on_test_begin(self, logs: dict | None = None) -> None:
         self._gate(self._global_test_batch, replace=False)
@@ -95,7 +95,7 @@ class TensorBoard(Callback):
             return
         writer, step = self._writer("train"), self._global_train_batch
         if self.write_steps_per_second:
-            writer.scalar("batch_steps_per_second", 1.0 / max(time.time() - self._batch_start, 1e-9), step)
+            writer.scalar("batch_steps_per_second", 1.0 / max(clock.now() - self._batch_start, 1e-9), step)
         for name, value in (logs or {}).items():
             writer.scalar(f"batch_{name}", value, step)
 
@@ -109,7 +109,7 @@ class TensorBoard(Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         if self.write_steps_per_second:
-            self._epoch_start_iterations, self._epoch_start = self._iterations(), time.time()
+            self._epoch_start_iterations, self._epoch_start = self._iterations(), clock.now()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         """The epoch's training logs, the learning rate (and steps per second) and its validation logs."""
@@ -120,7 +120,7 @@ class TensorBoard(Callback):
         if getattr(self.model, "optimizer", None) is not None:
             train["learning_rate"] = float(np.asarray(self.model.optimizer.learning_rate))
         if self.write_steps_per_second:
-            elapsed = max(time.time() - self._epoch_start, 1e-9)
+            elapsed = max(clock.now() - self._epoch_start, 1e-9)
             train["steps_per_second"] = (self._iterations() - self._epoch_start_iterations) / elapsed
         for name, value in train.items():
             self._writer("train").scalar(f"epoch_{name}", value, epoch)
