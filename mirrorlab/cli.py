@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from mirrorlab.diagnostics import cli as diagnostics_cli
-from mirrorlab.diagnostics import preflight_cli
+from mirrorlab.diagnostics import preflight_cli, trace_cli
 
 __all__ = ["main"]
 
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(func=_demo)
     diagnostics_cli.register(commands)
     preflight_cli.register(commands)
+    trace_cli.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)
 
