@@ -94,7 +94,12 @@ class CollectiveGroup:
         """Run ``body`` as the next instance and trace it; ``inputs[k]`` are the arrays local replica k contributed
         (looked at only when the trace records values)."""
         opts = self.options.merge(options)
-        inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
+        try:
+            inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
+        except errors.OpError as exc:  # the group was aborted before: this worker entered the collective all the same
+            self._record(self.comm.seq, fingerprint, site, local_shapes, self.comm.now(), "error", _error_text(exc),
+                         inputs, None)
+            raise
         if self._before is not None:
             self._before(inst.state.seq)
         start = self.comm.now()
@@ -103,13 +108,13 @@ class CollectiveGroup:
             result = body(inst)
             return result
         except errors.OpError as exc:
-            status, text = "error", f"{type(exc).__name__}: {exc.message.splitlines()[0]}"
+            status, text = "error", _error_text(exc)
             raise
         finally:
             inst.done()
-            self._record(inst, fingerprint, site, local_shapes, start, status, text, inputs, result)
+            self._record(inst.state.seq, fingerprint, site, local_shapes, start, status, text, inputs, result)
 
-    def _record(self, inst: Instance, fp: Fingerprint, site: str, local_shapes: Sequence[Any],
+    def _record(self, seq: int, fp: Fingerprint, site: str, local_shapes: Sequence[Any],
                 start: float, status: str, text: str, inputs: Sequence[Sequence[Any]], result: Any) -> None:
         if self.trace is None:
             return
@@ -122,7 +127,7 @@ class CollectiveGroup:
             if id(shape) not in jsonable:
                 jsonable[id(shape)] = _jsonable(shape)
             self.trace.add(CollectiveEvent(
-                worker=self.worker, replica=base + k, seq=inst.state.seq, op=fp.op, detail=fp.detail,
+                worker=self.worker, replica=base + k, seq=seq, op=fp.op, detail=fp.detail,
                 dtype=fp.dtype, shape=jsonable[id(shape)], start=start, end=end, site=site,
                 status=status, error=text, step=self.step if values else None,
                 nonfinite=_nonfinite(inputs[k] if k < len(inputs) else ()) if values else None, digest=digest))
@@ -305,6 +310,11 @@ def check_gatherable(leaves: Sequence[Sequence[Any]]) -> None:
 
 def _dims(a: Any) -> str:
     return "[" + ",".join(str(d) for d in shape_of(a)) + "]"
+
+
+def _error_text(exc: errors.OpError) -> str:
+    """How a trace event records a failed collective: the class and the first line of the message."""
+    return f"{type(exc).__name__}: {exc.message.splitlines()[0]}"
 
 
 def _nonfinite(arrays: Sequence[Any]) -> int:
