@@ -52,10 +52,10 @@ def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: 
     where = _sites(calls, entered, nxt)
     if behind:
         done = calls[laggards[0]][behind]
-        head = f"{workers_text(laggards)} last completed {done.describe()} #{behind} at {done.site}"
+        head = f"{workers_text(laggards)} last completed {done.describe()} #{behind} at {done.site} and never entered"
     else:
-        head = f"{workers_text(laggards)} never completed any collective"
-    message = f"{head} and never entered #{nxt}, which {workers_text(entered)} entered at {where}."
+        head = f"{workers_text(laggards)} never entered any collective, not even"
+    message = f"{head} #{nxt}, which {workers_text(entered)} entered at {where}."
     failed = [c for w in entered for s, c in calls[w].items() if s >= nxt and not c.ok]
     evidence = [_progress(trace, calls, last, w) for w in sorted(calls)]
     deaths = [c for c in failed if _DEATH_MARK in c.error]

@@ -29,6 +29,7 @@ MISSING_WORKERS = register_code("ML-TRC-102", "the traces given cover only some 
 MIXED_RUNS = register_code("ML-TRC-103", "the trace files come from different runs")
 
 MAX_LINE_CHARS = 1 << 20  # a longer line is damage, not an event
+MAX_WORKERS = 1 << 16  # a larger worker count or index is damage, not a cluster
 _SHOWN_LINES = 5
 _SHORT_ERROR = 110
 _INT, _NUM, _STR = (int,), (int, float), (str,)
@@ -185,7 +186,7 @@ def _json_object(line: str) -> dict | None:
         return None
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
     return value if isinstance(value, dict) else None
 
@@ -200,8 +201,9 @@ def _add_record(line: str, loaded: LoadedTrace, seen: set[str], meta: dict) -> s
     if why:
         return why
     workers = meta.get("workers")
-    if record["worker"] < 0 or (isinstance(workers, int) and record["worker"] >= workers):
-        return f"worker {record['worker']} is not a worker of this {workers}-worker trace"
+    limit = workers if _is(workers, _INT) and 1 <= workers <= MAX_WORKERS else MAX_WORKERS
+    if not 0 <= record["worker"] < limit:
+        return f"worker {record['worker']} is not a worker of this {limit}-worker trace"
     if not is_note and (record["seq"] < 1 or record["replica"] < 0):
         return "seq must count from 1 and replica from 0"
     key = json.dumps(record, sort_keys=True)
@@ -249,7 +251,7 @@ def _settle_workers(metas: list[tuple[str, dict]], loaded: LoadedTrace) -> None:
     """Which workers the analysis covers: all of the run's, unless per-worker files (``meta.worker``) leave some out."""
     seen = {e.worker for e in loaded.events} | {n.worker for n in loaded.notes}
     expected = loaded.meta.get("workers")
-    if not _is(expected, _INT) or expected < 1:
+    if not _is(expected, _INT) or not 1 <= expected <= MAX_WORKERS:
         expected = max(seen, default=-1) + 1
     per_worker = [m.get("worker") for _, m in metas]
     if per_worker and all(_is(w, _INT) for w in per_worker):

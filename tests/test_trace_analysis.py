@@ -171,6 +171,22 @@ def test_a_crashed_worker_is_dead_by_its_peers_lost_heartbeats():
     assert "ML-TRC-010" not in _problems(findings)
 
 
+def test_a_worker_dead_before_its_first_collective_is_named():
+    finding = _only(_analyze(_trace(train, faults=[Crash(worker=1, at_collective=1)])), "ML-TRC-011")
+    assert re.search(rf"^worker 1 never entered any collective, not even #1, which workers 0, 2 entered at {SITE}\.",
+                     finding.message)
+
+
+def test_absurd_sizes_and_nesting_in_a_trace_are_damage_not_a_hang_of_the_analysis():
+    event = ('{"detail":"","dtype":"float32","end":0.0,"error":"","op":"all_reduce","replica":0,"seq":1,'
+             '"shape":%s,"site":"x","start":0.0,"status":"ok","worker":%d}')
+    text = "\n".join(['{"mirrorlab_trace":1,"meta":{"workers":1000000000000}}', event % ("[2]", 0),
+                      event % ("[2]", 10**12), event % ("[" * 100000 + "]" * 100000, 0)]) + "\n"
+    findings = _analyze(text)
+    assert _only(findings, "ML-TRC-101").message == "run.jsonl: 2 of 3 records could not be read and were skipped"
+    assert _only(findings, "ML-TRC-090").message.startswith("analysed worker 0:")
+
+
 def test_a_network_cut_leaves_workers_stuck_inside_a_collective_every_one_reached():
     finding = _only(_analyze(_trace(train, faults=[Cut(0, 2)])), "ML-TRC-012")
     assert finding.message.startswith("workers 0, 2 entered barrier(strategy creation) #1")
