@@ -48,8 +48,8 @@ def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: 
     behind = min(last[w] for w in lagging)
     laggards = [w for w in lagging if last[w] == behind]
     nxt = behind + 1
-    entered = sorted(w for w in calls if nxt in calls[w])
-    where = _sites(calls, entered, nxt)
+    entered = sorted(w for w in calls if last[w] > behind)
+    where = _sites(calls, [w for w in entered if nxt in calls[w]], nxt) or "a call site missing from the trace"
     if behind:
         done = calls[laggards[0]][behind]
         head = f"{workers_text(laggards)} last completed {done.describe()} #{behind} at {done.site} and never entered"
@@ -65,9 +65,10 @@ def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: 
                        f"{message} Its peers lost its heartbeats: {workers_text(laggards)} died.",
                        "\n".join(evidence), _FIX_DIED.format(w=", ".join(map(str, laggards))))
     verdict = majority([laggards, entered])
-    alive = (f"Nothing in the trace says {workers_text(laggards)} died (its peers "
+    they = "it is" if len(laggards) == 1 else "they are"
+    alive = (f"Nothing in the trace says {workers_text(laggards)} died (the peers "
              f"{'failed with ' + failed[0].error_class if failed else 'record no error'}, not lost heartbeats): "
-             "it is alive, or ended its program normally, but stopped calling collectives.")
+             f"{they} alive, or ended the program normally, but stopped calling collectives.")
     if verdict.suspects and set(verdict.suspects) == set(entered):
         alive = (f"Only a minority entered #{nxt}: a collective that only {workers_text(entered)} "
                  f"call{'s' if len(entered) == 1 else ''} (e.g. under `if is_chief:`).")
@@ -97,8 +98,8 @@ def _sites(calls: dict[int, dict[int, Call]], workers: list[int], seq: int) -> s
     by_site: dict[str, list[int]] = {}
     for w in workers:
         by_site.setdefault(calls[w][seq].site, []).append(w)
-    if len(by_site) == 1:
-        return next(iter(by_site))
+    if len(by_site) <= 1:
+        return next(iter(by_site), "")
     return " and ".join(f"{site} ({workers_text(ws)})" for site, ws in by_site.items())
 
 
