@@ -283,6 +283,21 @@ def test_the_cli_exit_codes_and_json(tmp_path, capsys):
     assert out.count("ML-TRC-100") == 2 and "absent.jsonl" in out and "junk.txt" in out
 
 
+def odd_shape_on(worker: int):
+    strategy, rank = _strategy()
+    _all_reduce(strategy, np.ones(3 if rank == worker else 4, np.float32))
+
+
+@settings(max_examples=10, deadline=None)
+@given(workers=st.integers(3, 5), odd=st.integers(0, 4), devices=st.integers(1, 2), seed=st.integers(0, 2**16))
+def test_the_odd_worker_out_is_blamed_whatever_its_rank_and_the_interleaving(workers, odd, devices, seed):
+    odd %= workers
+    result = SimCluster(workers=workers, devices_per_worker=devices, seed=seed).run(odd_shape_on, odd)
+    finding = _only(_analyze(result.trace.to_jsonl()), "ML-TRC-003")
+    assert finding.workers == (f"worker:{odd}",)
+    assert f"Majority rule: worker {odd} (1 of {workers})" in finding.message
+
+
 def test_majority_reports_ties_as_ties():
     assert majority([[0], [1, 2]]).suspects == (0,)
     assert majority([[0, 1], [2, 3], [4]]).tie
