@@ -2,7 +2,8 @@
 
 A worker whose last collective completed while others entered the next one stopped calling collectives: dead when
 its peers' errors say its heartbeats stopped, otherwise alive as far as the trace shows (it left the loop, or is busy
-outside collectives). Workers that entered a collective and never completed it are stuck inside it, alive. The
+outside collectives). Workers that entered a collective and never completed it are stuck inside it, alive, unless
+one entered only after the others had given up: a straggler, late rather than cut off (the timestamps tell). The
 side that entered versus the side that never did is judged by majority (``trace_verdict``).
 """
 
@@ -12,11 +13,12 @@ from mirrorlab.diagnostics.findings import Finding, Severity, register_code
 from mirrorlab.diagnostics.trace_load import Call, LoadedTrace
 from mirrorlab.diagnostics.trace_verdict import majority, workers_text
 
-__all__ = ["NEVER_ENTERED", "WORKER_DIED", "STUCK_INSIDE", "check_hang"]
+__all__ = ["NEVER_ENTERED", "WORKER_DIED", "STUCK_INSIDE", "STRAGGLER", "check_hang"]
 
 NEVER_ENTERED = register_code("ML-TRC-010", "some workers never entered a collective that others entered")
 WORKER_DIED = register_code("ML-TRC-011", "a worker died: its peers lost its heartbeats")
 STUCK_INSIDE = register_code("ML-TRC-012", "workers entered a collective and never completed it, none is missing")
+STRAGGLER = register_code("ML-TRC-013", "a worker reached a collective only after its peers had given up waiting")
 
 _DEATH_MARK = "stopped sending heartbeats"
 _FIX_STOPPED = ("Make every worker run the same number of steps and collectives (the same dataset size or "
@@ -27,6 +29,8 @@ _FIX_DIED = ("Read worker {w}'s own log for the error that killed it (OOM, preem
 _FIX_STUCK = ("The workers are alive and waiting but their data does not arrive: check the network between them "
               "(`mirrorlab preflight` on every worker shows a firewall or unreachable pair) and that no worker is "
               "stopped in a debugger.")
+_FIX_STRAGGLER = ("Find what makes {w} slow (input loading, an evaluation or save only it runs, a slower or busier host) "
+                  "or raise CommunicationOptions(timeout_seconds=...) above its delay.")
 
 
 def check_hang(trace: LoadedTrace) -> list[Finding]:
@@ -40,7 +44,29 @@ def check_hang(trace: LoadedTrace) -> list[Finding]:
     if lagging:
         return [_never_entered(trace, calls, last, lagging)]
     stuck = sorted(w for w in calls if last[w] and not calls[w][last[w]].ok)
-    return [_stuck_inside(trace, calls, last, stuck)] if stuck else []
+    if not stuck:
+        return []
+    return [_late(trace, calls, last, stuck) or _stuck_inside(trace, calls, last, stuck)]
+
+
+def _late(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: dict[int, int],
+          stuck: list[int]) -> Finding | None:
+    """The straggler finding when, at the first collective workers are stuck in, some entered after others failed."""
+    first = min(last[w] for w in stuck)
+    there = {w: calls[w][first] for w in calls if first in calls[w]}
+    gave_up = min(c.first.end for c in there.values() if not c.ok)
+    late = sorted(w for w, c in there.items() if c.first.start > gave_up)
+    if not late:
+        return None
+    waited = sorted(w for w in there if w not in late)
+    call = there[late[0]]
+    message = (f"{workers_text(late)} entered {call.describe()} #{first} at {call.site} only at "
+               f"t={call.first.start:.3f} s, after {workers_text(waited)} had given up waiting at t={gave_up:.3f} s "
+               f"({there[waited[0]].error_class}): {workers_text(late)} "
+               f"{'is' if len(late) == 1 else 'are'} alive but slow (a straggler), not cut off.")
+    evidence = "\n".join(_progress(trace, calls, last, w) for w in sorted(calls))
+    return Finding(STRAGGLER, Severity.ERROR, tuple(trace.worker_label(w) for w in late), message, evidence,
+                   _FIX_STRAGGLER.format(w=workers_text(late)))
 
 
 def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: dict[int, int],

@@ -16,7 +16,7 @@ from mirrorlab.cli import main
 from mirrorlab.diagnostics.findings import Finding, Severity, exit_code
 from mirrorlab.diagnostics.trace_analysis import analyze_trace_files, analyze_trace_texts
 from mirrorlab.diagnostics.trace_verdict import majority
-from mirrorlab.sim import Crash, Cut, SimCluster
+from mirrorlab.sim import Crash, Cut, SimCluster, Slow
 
 SITE = r"test_trace_analysis\.py:\d+ in [\w<>]+"
 
@@ -191,6 +191,21 @@ def test_a_network_cut_leaves_workers_stuck_inside_a_collective_every_one_reache
     assert finding.message.startswith("workers 0, 2 entered barrier(strategy creation) #1")
     assert "none is missing" in finding.message
     assert finding.workers == ("worker:0", "worker:2")
+
+
+def reduce_with_a_5_second_timeout():
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=5)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    _all_reduce(strategy, np.ones(2, np.float32))
+
+
+def test_a_straggler_that_arrives_after_the_timeout_is_late_not_cut_off():
+    findings = _analyze(_trace(reduce_with_a_5_second_timeout, faults=[Slow(worker=1, seconds_per_collective=20)]))
+    finding = _only(findings, "ML-TRC-013")
+    assert re.search(rf"^worker 1 entered barrier\(strategy creation\) #1 at {SITE} only at t=20\.000 s, after workers "
+                     rf"0, 2 had given up waiting at t=5\.000 s \(DeadlineExceededError\): worker 1 is alive but slow",
+                     finding.message)
+    assert finding.workers == ("worker:1",) and "ML-TRC-012" not in _problems(findings)
 
 
 def test_the_first_replica_and_step_with_nan_are_named_when_values_are_traced():
