@@ -7,7 +7,7 @@ import os
 import sys
 
 from mirrorlab.diagnostics import cli as diagnostics_cli
-from mirrorlab.diagnostics import preflight_cli
+from mirrorlab.diagnostics import preflight_cli, trace_cli
 
 from . import demo, run_script
 from ._version import __version__
@@ -27,6 +27,7 @@ def _parser() -> OneLineErrorParser:
     run_script.register(commands)
     diagnostics_cli.register(commands)
     preflight_cli.register(commands)
+    trace_cli.register(commands)
     return parser
 
 

@@ -5,6 +5,10 @@ variable with aggregation NONE whose copies differ after a replica update, which
 The simulator (virtual clock) and the real backend (wall clock) write the same JSON-lines format, so
 ``mirrorlab diagnose`` reads either. Serialization is canonical (sorted keys, fixed separators): the
 same simulated run gives a byte-identical trace.
+
+With ``Trace(record_values=True)`` each event also carries the step, the number of non-finite values the replica
+contributed and a short digest of the result (``VALUE_FIELDS``), for the NaN and divergence checks of trace
+analysis; without it those fields are absent and the text is unchanged.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION"]
+__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS"]
 
 TRACE_VERSION = 1
+VALUE_FIELDS = ("step", "nonfinite", "digest")
 
 
 @dataclass(frozen=True)
@@ -36,9 +41,13 @@ class CollectiveEvent:
     site: str
     status: str = "ok"
     error: str = ""
+    step: int | None = None
+    nonfinite: int | None = None
+    digest: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        record = {k: v for k, v in asdict(self).items() if v is not None or k not in VALUE_FIELDS}
+        return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -57,12 +66,18 @@ class TraceNote:
 
 @dataclass
 class Trace:
-    """An append-only list of events plus run metadata (seed, cluster shape)."""
+    """An append-only list of events plus run metadata (seed, cluster shape); ``record_values`` asks collectives to
+    add ``VALUE_FIELDS`` to their events (the metadata then says ``"values": true``)."""
 
     meta: dict = field(default_factory=dict)
     events: list[CollectiveEvent] = field(default_factory=list)
     notes: list[TraceNote] = field(default_factory=list)
+    record_values: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.record_values:
+            self.meta["values"] = True
 
     def add(self, event: CollectiveEvent) -> None:
         with self._lock:
@@ -97,7 +112,8 @@ class Trace:
         head = json.loads(lines[0])
         if not isinstance(head, dict) or head.get("mirrorlab_trace") != TRACE_VERSION:
             raise ValueError(f"not a mirrorlab trace (version {TRACE_VERSION}) header: {lines[0][:200]!r}")
-        trace = cls(meta=dict(head.get("meta", {})))
+        meta = dict(head.get("meta", {}))
+        trace = cls(meta=meta, record_values=bool(meta.get("values")))
         for n, line in enumerate(lines[1:], start=2):
             try:
                 record = json.loads(line)

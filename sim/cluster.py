@@ -53,6 +53,7 @@ class SimConfig:
     bandwidth: float | None = None
     device_type: str = "CPU"
     watchdog: float | None = 5.0
+    trace_values: bool = False
 
     def __post_init__(self) -> None:
         check_count("SimCluster", "workers", self.workers, 1, "give the number of simulated workers, e.g. workers=2.")
@@ -91,7 +92,8 @@ class SimConfig:
         defaults = SimConfig(self.workers)
         parts = [f"workers={self.workers}"]
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
-                     "bandwidth", "device_type", "watchdog"):
+                     "bandwidth", "device_type", "watchdog",
+                     "trace_values"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -204,7 +206,8 @@ class SimRun:
         self.cluster_spec = ClusterSpec(jobs)
         self.trace = Trace(meta={"seed": config.seed, "workers": config.workers,
                                  "devices_per_worker": config.devices_per_worker, "clock": "virtual",
-                                 "tasks": [f"/job:{t}/replica:0/task:{i}" for t, i in self.tasks]})
+                                 "tasks": [f"/job:{t}/replica:0/task:{i}" for t, i in self.tasks]},
+                           record_values=config.trace_values)
         self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}))
                      for w, (t, i) in enumerate(self.tasks)]
         self.outcomes = [Outcome() for _ in self.tasks]
@@ -342,6 +345,7 @@ class SimCluster:
     ``SimCluster(workers=2, devices_per_worker=2, seed=7).run(program, *args)`` runs ``program`` on
     every worker and returns a ``RunResult`` (one value or exception per worker, plus the trace).
     ``watchdog``: real seconds a worker may block outside mirrorlab before it is reported as hung (None: never).
+    ``trace_values=True`` adds each collective's step, non-finite count and result digest to the trace.
     """
 
     workers: int
@@ -354,11 +358,12 @@ class SimCluster:
     bandwidth: float | None = None
     device_type: str = "CPU"
     watchdog: float | None = 5.0
+    trace_values: bool = False
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
                                 self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
-                                self.watchdog)
+                                self.watchdog, self.trace_values)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""

@@ -7,6 +7,7 @@ records it. Results are read-only arrays, identical (bit for bit) on every repli
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from .. import errors
 from ..aggregation import ReduceOp
 from ..placement import Placement
 from ..communication import CommunicationImplementation, Options
-from ..tensor import array_module, dtype_name, frozen, shape_of
+from ..tensor import array_module, dtype_name, frozen, shape_of, to_host
 from ..trace import CollectiveEvent, Trace
 from .allgather_ring import allgather_ring, concat_blocks
 from .allreduce_halving_doubling import allreduce_halving_doubling
@@ -74,7 +75,8 @@ def mean_of_sum(total: Any, count: int) -> Any:
 class CollectiveGroup:
     """This worker's view of the cluster-wide replica group (``comm.size`` workers x ``num_local``).
 
-    ``before_collective(seq)`` is the fault hook (the simulator crashes or delays workers there).
+    ``before_collective(seq)`` is the fault hook (the simulator crashes or delays workers there). ``step`` is the
+    strategy's current ``run`` count, which traces recording values carry.
     """
 
     def __init__(self, comm: Communicator, num_local: int, devices: Sequence[str], options: Options,
@@ -86,6 +88,7 @@ class CollectiveGroup:
         self.trace = trace
         self._before = before_collective
         self.placement = Placement(self.devices)
+        self.step = 0
 
     @property
     def num_replicas(self) -> int:
@@ -98,36 +101,48 @@ class CollectiveGroup:
     # -- instance bookkeeping -------------------------------------------------------------------
 
     def _run(self, fingerprint: Fingerprint, site: str, options: Options | None,
-             local_shapes: Sequence[Any], body: Callable[[Instance], Any]) -> Any:
+             local_shapes: Sequence[Any], body: Callable[[Instance], Any],
+             inputs: Sequence[Sequence[Any]] = ()) -> Any:
+        """Run ``body`` as the next instance and trace it; ``inputs[k]`` are the arrays local replica k contributed
+        (looked at only when the trace records values)."""
         opts = self.options.merge(options)
-        inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
+        try:
+            inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
+        except errors.OpError as exc:  # the group was aborted before: this worker entered the collective all the same
+            self._record(self.comm.seq, fingerprint, site, local_shapes, self.comm.now(), "error", _error_text(exc),
+                         inputs, None)
+            raise
         if self._before is not None:
             self._before(inst.state.seq)
         start = self.comm.now()
-        status, text = "ok", ""
+        status, text, result = "ok", "", None
         try:
-            return body(inst)
+            result = body(inst)
+            return result
         except errors.OpError as exc:
-            status, text = "error", f"{type(exc).__name__}: {exc.message.splitlines()[0]}"
+            status, text = "error", _error_text(exc)
             raise
         finally:
             inst.done()
-            self._record(inst, fingerprint, site, local_shapes, start, status, text)
+            self._record(inst.state.seq, fingerprint, site, local_shapes, start, status, text, inputs, result)
 
-    def _record(self, inst: Instance, fp: Fingerprint, site: str, local_shapes: Sequence[Any],
-                start: float, status: str, text: str) -> None:
+    def _record(self, seq: int, fp: Fingerprint, site: str, local_shapes: Sequence[Any],
+                start: float, status: str, text: str, inputs: Sequence[Sequence[Any]], result: Any) -> None:
         if self.trace is None:
             return
         end = self.comm.now()
         base = self.worker * self.num_local
+        values = self.trace.record_values
+        digest = _digest(result) if values and status == "ok" else None
         jsonable: dict[int, list] = {}  # local replicas usually share one shape object
         for k, shape in enumerate(local_shapes):
             if id(shape) not in jsonable:
                 jsonable[id(shape)] = _jsonable(shape)
             self.trace.add(CollectiveEvent(
-                worker=self.worker, replica=base + k, seq=inst.state.seq, op=fp.op, detail=fp.detail,
+                worker=self.worker, replica=base + k, seq=seq, op=fp.op, detail=fp.detail,
                 dtype=fp.dtype, shape=jsonable[id(shape)], start=start, end=end, site=site,
-                status=status, error=text))
+                status=status, error=text, step=self.step if values else None,
+                nonfinite=_nonfinite(inputs[k] if k < len(inputs) else ()) if values else None, digest=digest))
 
     def _check_local(self, leaves: Sequence[Sequence[Any]], gather: bool = False) -> None:
         """Local replicas must agree on dtype and shape (all but the first dimension for gathers)."""
@@ -169,7 +184,8 @@ class CollectiveGroup:
             for i in pack:
                 by_dtype.setdefault(dtype_name(sums[i]), []).append(i)
             for dtype, idx in by_dtype.items():
-                for i, value in zip(idx, self._reduce_pack([sums[i] for i in idx], dtype, op, site, options)):
+                packed = self._reduce_pack([sums[i] for i in idx], dtype, op, site, options, [leaves[i] for i in idx])
+                for i, value in zip(idx, packed):
                     out[i] = value
         count = self.num_replicas if mean_count is None else mean_count
         if op == ReduceOp.MEAN and count > 1:
@@ -177,7 +193,7 @@ class CollectiveGroup:
         return [frozen(v) for v in out]
 
     def _reduce_pack(self, arrays: list[Any], dtype: str, op: ReduceOp, site: str,
-                     options: Options | None) -> list[Any]:
+                     options: Options | None, replica_leaves: Sequence[Sequence[Any]]) -> list[Any]:
         shapes = [shape_of(a) for a in arrays]
         fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), op.name)
         local_shapes = [fp.shape] * self.num_local
@@ -197,7 +213,7 @@ class CollectiveGroup:
                 pos += a.size
             return parts
 
-        return self._run(fp, site, options, local_shapes, body)
+        return self._run(fp, site, options, local_shapes, body, list(zip(*replica_leaves)))
 
     def all_gather(self, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None) -> list[Any]:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""
@@ -216,7 +232,7 @@ class CollectiveGroup:
         def body(inst: Instance) -> Any:
             return block if inst.size == 1 else concat_blocks(allgather_ring(inst, block))
 
-        return frozen(self._run(fp, site, options, [shape_of(a) for a in leaf], body))
+        return frozen(self._run(fp, site, options, [shape_of(a) for a in leaf], body, [(a,) for a in leaf]))
 
     def broadcast(self, values: Sequence[Any], site: str, options: Options | None = None) -> list[Any]:
         """The chief's (rank 0's) value of each leaf on every worker; shapes and dtypes must agree."""
@@ -227,13 +243,36 @@ class CollectiveGroup:
             def body(inst: Instance, value: Any = value) -> Any:
                 return value if inst.size == 1 else broadcast_tree(inst, value, root=0)
 
-            out.append(frozen(self._run(fp, site, options, [shape_of(value)] * self.num_local, body)))
+            out.append(frozen(self._run(fp, site, options, [shape_of(value)] * self.num_local, body,
+                                        [(value,)] * self.num_local)))
         return out
 
     def barrier(self, site: str, what: str = "barrier", options: Options | None = None) -> None:
         """Wait until every worker reaches the same barrier (``what`` names it in reports)."""
         self._run(Fingerprint("barrier", detail=what), site, options, [()] * self.num_local,
                   lambda inst: None if inst.size == 1 else barrier(inst))
+
+
+def _error_text(exc: errors.OpError) -> str:
+    """How a trace event records a failed collective: the class and the first line of the message."""
+    return f"{type(exc).__name__}: {exc.message.splitlines()[0]}"
+
+
+def _nonfinite(arrays: Sequence[Any]) -> int:
+    """How many NaN/Inf values ``arrays`` hold (integers have none)."""
+    return sum(int(array_module(a).count_nonzero(~array_module(a).isfinite(a)))
+               for a in arrays if a.dtype.kind in "fc")
+
+
+def _digest(result: Any) -> str | None:
+    """A short SHA-1 of a collective's result arrays (equal on every replica when the collective is sound)."""
+    arrays = result if isinstance(result, (list, tuple)) else [] if result is None else [result]
+    if not arrays:
+        return None
+    sha = hashlib.sha1()
+    for a in arrays:
+        sha.update(np.ascontiguousarray(to_host(a)).tobytes())
+    return sha.hexdigest()[:12]
 
 
 def _jsonable(shape: Any) -> list:

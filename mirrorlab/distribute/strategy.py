@@ -309,6 +309,7 @@ class Strategy:
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}")
         ext = self._extended
         ext._step += 1
+        ext._group.step = ext._step
         ext._runtime.before_step(ext._step)
         kwargs = kwargs or {}
 
