@@ -6,5 +6,6 @@ once per simulated worker in this process, on virtual time, with one seed fixing
 
 from .cluster import RunResult, SimCluster, SimConfig
 from .faults import Crash, Cut, Delay, Drop, Fault, Preempt, Slow
+from .worker_setup import WorkerSetup
 
-__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut"]
+__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "WorkerSetup"]

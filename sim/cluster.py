@@ -25,6 +25,7 @@ from .faults import Fault
 from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
 from .scheduler import Scheduler, SimThread
+from .worker_setup import WorkerSetup
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
 
@@ -46,6 +47,7 @@ class SimConfig:
     latency: float = 0.0
     bandwidth: float | None = None
     device_type: str = "CPU"
+    setups: tuple[WorkerSetup, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.workers, int) or self.workers < 1:
@@ -60,13 +62,18 @@ class SimConfig:
                 if index is not None and not 0 <= index < self.workers:
                     raise ValueError(f"{fault!r}: {attr}={index} is not a worker of this {self.workers}-worker "
                                      f"cluster (valid: 0..{self.workers - 1}).")
+        workers = [setup.worker for setup in self.setups]
+        for setup in self.setups:
+            if not 0 <= setup.worker < self.workers or workers.count(setup.worker) > 1:
+                raise ValueError(f"{setup!r}: worker={setup.worker} must be a worker of this {self.workers}-worker "
+                                 f"cluster (valid: 0..{self.workers - 1}) with at most one setup.")
 
     def constructor(self) -> str:
         """``SimCluster(...)`` text that rebuilds this configuration."""
         defaults = SimConfig(self.workers)
         parts = [f"workers={self.workers}"]
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
-                     "bandwidth", "device_type"):
+                     "bandwidth", "device_type", "setups"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -150,8 +157,9 @@ class SimRun:
         self.trace = Trace(meta={"seed": config.seed, "workers": config.workers,
                                  "devices_per_worker": config.devices_per_worker, "clock": "virtual",
                                  "tasks": [f"/job:{t}/replica:0/task:{i}" for t, i in self.tasks]})
-        self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}))
-                     for w, (t, i) in enumerate(self.tasks)]
+        setups = {setup.worker: setup for setup in config.setups}
+        self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}),
+                                  setups.get(w)) for w, (t, i) in enumerate(self.tasks)]
         self.outcomes = [Outcome() for _ in self.tasks]
         self.threads: list[SimThread] = []
         name = getattr(program, "__qualname__", repr(program))
@@ -262,10 +270,12 @@ class SimCluster:
     latency: float = 0.0
     bandwidth: float | None = None
     device_type: str = "CPU"
+    setups: Sequence[WorkerSetup] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
-                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type)
+                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
+                                tuple(self.setups))
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""
