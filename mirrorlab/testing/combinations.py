@@ -16,10 +16,14 @@ __all__ = ["ClusterShape", "multi_worker_mirrored_2x1_cpu", "multi_worker_mirror
 class ClusterShape:
     """A simulated cluster's shape: ``workers`` tasks (the first a chief when ``chief``) x ``devices_per_worker``."""
 
-    name: str
     workers: int
     devices_per_worker: int = 1
     chief: bool = False
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", f"{self.workers}x{self.devices_per_worker}{'_chief' if self.chief else ''}")
 
     @property
     def replicas(self) -> int:
@@ -34,11 +38,11 @@ class ClusterShape:
         return self.name
 
 
-multi_worker_mirrored_2x1_cpu = ClusterShape("multi_worker_mirrored_2x1_cpu", 2, 1, chief=True)
-multi_worker_mirrored_2x2_cpu = ClusterShape("multi_worker_mirrored_2x2_cpu", 2, 2, chief=True)
-multi_worker_mirrored_4x1_cpu = ClusterShape("multi_worker_mirrored_4x1_cpu", 4, 1, chief=True)
-mirrored_1x4_cpu = ClusterShape("mirrored_1x4_cpu", 1, 4)
-one_device_1x1_cpu = ClusterShape("one_device_1x1_cpu", 1, 1)
+multi_worker_mirrored_2x1_cpu = ClusterShape(2, 1, chief=True, name="multi_worker_mirrored_2x1_cpu")
+multi_worker_mirrored_2x2_cpu = ClusterShape(2, 2, chief=True, name="multi_worker_mirrored_2x2_cpu")
+multi_worker_mirrored_4x1_cpu = ClusterShape(4, 1, chief=True, name="multi_worker_mirrored_4x1_cpu")
+mirrored_1x4_cpu = ClusterShape(1, 4, name="mirrored_1x4_cpu")
+one_device_1x1_cpu = ClusterShape(1, 1, name="one_device_1x1_cpu")
 
 #: Every named shape, by name.
 ALL: dict[str, ClusterShape] = {shape.name: shape for shape in (

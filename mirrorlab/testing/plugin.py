@@ -53,12 +53,20 @@ def cluster_shape(request: pytest.FixtureRequest) -> ClusterShape:
     return getattr(request, "param", multi_worker_mirrored_2x1_cpu)
 
 
-@pytest.fixture
-def sim_cluster(request: pytest.FixtureRequest, cluster_shape: ClusterShape) -> SimClusters:
-    """Runs programs on simulated clusters; a failing test reports the last runs' seeds, faults and replay lines."""
-    clusters = SimClusters(cluster_shape)
-    request.node.mirrorlab_clusters = clusters
-    return clusters
+@pytest.fixture(scope="session")
+def sim_cluster() -> SimClusters:
+    """Runs programs on simulated clusters of the test's shape; a failing test reports the last run's seed, faults
+    and replay line. Session-scoped (reset before each test), so Hypothesis tests may take it as an argument."""
+    return SimClusters(multi_worker_mirrored_2x1_cpu)
+
+
+@pytest.fixture(autouse=True)
+def _mirrorlab_sim_cluster_per_test(request: pytest.FixtureRequest, sim_cluster: SimClusters,
+                                    cluster_shape: ClusterShape) -> None:
+    """Points ``sim_cluster`` at this test: its shape, a fresh list of replay lines, and the report hook."""
+    sim_cluster.shape = cluster_shape
+    sim_cluster.replays = []
+    request.node.mirrorlab_clusters = sim_cluster
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -67,6 +75,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     report = outcome.get_result()
     clusters = getattr(item, "mirrorlab_clusters", None)
     if report.when == "call" and report.failed and clusters is not None and clusters.replays:
-        lines = [f"mirrorlab {__version__}; the last simulated run (the failing example's, under Hypothesis):",
+        lines = [f"mirrorlab {__version__}; the last simulated run (under Hypothesis: the failing example's):",
                  f"replay: {clusters.replays[-1]}"]
         report.sections.append(("mirrorlab replay", "\n".join(lines)))

@@ -18,8 +18,8 @@ __all__ = ["cluster_shapes", "seeds", "fault_schedules", "tf_configs", "global_b
 def cluster_shapes(max_workers: int = 4, max_devices: int = 2, chief: bool | None = None) -> st.SearchStrategy:
     """``ClusterShape``s of 1..``max_workers`` workers x 1..``max_devices`` devices (with or without a chief)."""
     chiefs = st.booleans() if chief is None else st.just(chief)
-    return st.builds(lambda w, d, c: ClusterShape(f"{w}x{d}{'_chief' if c and w > 1 else ''}", w, d, c and w > 1),
-                     st.integers(1, max_workers), st.integers(1, max_devices), chiefs)
+    shapes = st.tuples(st.integers(1, max_workers), st.integers(1, max_devices), chiefs)
+    return shapes.map(lambda s: ClusterShape(s[0], s[1], chief=s[2] and s[0] > 1))
 
 
 def seeds() -> st.SearchStrategy[int]:
