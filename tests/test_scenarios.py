@@ -142,3 +142,9 @@ def test_run_all_prints_one_progress_line_per_scenario(capsys, monkeypatch):
     assert main(["scenario", "run", "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["[1/3]", "[2/3]", "[3/3]"]
+
+
+def test_docs_table_lists_every_catalog_scenario():
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "scenarios.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`") for line in docs.splitlines() if line.startswith("| `")}
+    assert rows == {s.name for s in CATALOG}

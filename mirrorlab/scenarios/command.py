@@ -44,7 +44,8 @@ def expected_text(scenario: Scenario) -> str:
     """The expected outcome in a few words (the list and the docs' table)."""
     expect = scenario.expect
     if not expect.success:
-        where = f" on worker {', '.join(map(str, expect.workers))}" if expect.workers else ""
+        plural = "s" if len(expect.workers) > 1 else ""
+        where = f" on worker{plural} {', '.join(map(str, expect.workers))}" if expect.workers else ""
         text = f"{expect.error}{where}"
     elif expect.violated:
         text = f"runs, but violates {', '.join(expect.violated)}"
