@@ -78,7 +78,8 @@ def _write(tmp_path: Path, text: str, name: str = "bad") -> Path:
     (lambda t: t + '[[faults]]\nkind = "crash"\nworker = 5\nat_step = 1\n', "'faults[0].worker'",
      "use a worker index 0..1"),
     (lambda t: t + '[[faults]]\nkind = "crash"\nworker = 1\n', "'faults[0].kind'", "give the fields of Crash"),
-    (lambda t: t + '[[faults]]\nkind = "cut"\na = 0\nb = 1\nport = 2222\n', "'faults[0].port'", "use one of kind, a, b"),
+    (lambda t: t + '[[faults]]\nkind = "cut"\na = 0\nb = 1\nport = 2222\n', "'faults[0].port'",
+     "use one of kind, a, b"),
     (lambda t: t + '[[workers]]\nworker = 1\nfingerprint = { cuda = 12 }\n', "'workers[0].fingerprint.cuda'",
      "quote the value"),
     (lambda t: t.replace('builtin = "allreduce_steps"', 'function = "no_colon"'), "'program.function'",
@@ -148,3 +149,33 @@ def test_docs_table_lists_every_catalog_scenario():
     docs = (Path(__file__).resolve().parents[1] / "docs" / "scenarios.md").read_text()
     rows = {line.split("|")[1].strip().strip("`") for line in docs.splitlines() if line.startswith("| `")}
     assert rows == {s.name for s in CATALOG}
+
+
+def test_a_users_own_program_runs_by_module_path(tmp_path, monkeypatch):
+    (tmp_path / "my_job.py").write_text(textwrap.dedent("""
+        import mirrorlab.tf as tf
+
+        def main(scale=1.0):
+            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+            total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(scale)), axis=None)
+            return {"total": float(total)}
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = _write(tmp_path, VALID.format(name="mine").replace('builtin = "allreduce_steps"', 'function = "my_job:main"')
+                  + "[program.options]\nscale = 2.0\n[expect.returns]\ntotal = 8.0\n", name="mine")
+    verdict = run_scenario(load_scenario(path))
+    assert verdict.reasons == ["expected worker 0 to return total=8.0, got 4.0",
+                               "expected worker 1 to return total=8.0, got 4.0"]
+    path.write_text(path.read_text().replace("total = 8.0", "total = 4.0"))
+    assert run_scenario(load_scenario(path)).ok
+
+
+def test_file_expectations_report_what_the_work_directory_holds(tmp_path):
+    path = _write(tmp_path, VALID.format(name="files").replace('builtin = "allreduce_steps"', 'builtin = "custom_loop"')
+                  + '[program.options]\ncheckpoint = "all"\n', name="files")
+    text = path.read_text().replace("[expect]", '[expect]\nfiles = ["model.keras"]\nabsent_files = ["ckpt-*"]')
+    path.write_text(text)
+    reasons = run_scenario(load_scenario(path)).reasons
+    assert reasons[0].startswith("expected a file matching 'model.keras' in the work directory, found ['checkpoint'")
+    assert reasons[1] == ("expected no file matching 'ckpt-*' in the work directory, found ['ckpt-1.index.json', "
+                          "'ckpt-1.npz']")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mirrorlab import errors
 from mirrorlab.sim import Crash, Cut, Delay, Drop, SimCluster, Slow, WorkerSetup
-from mirrorlab.testing import cluster_shapes, fault_schedules, global_batches, seeds, tf_configs
+from mirrorlab.testing import cluster_shapes, datasets, fault_schedules, global_batches, seeds, tf_configs
 from mirrorlab.testing.combinations import ALL, by_name
 
 pytest_plugins = ("pytester",)
@@ -72,9 +72,18 @@ def test_every_invalid_tf_config_fails_at_start_up_with_a_clear_error(config, se
     assert "TF_CONFIG" in str(failure) or "task" in str(failure).lower(), (config, failure)
 
 
-@given(replicas=st.integers(1, 8), data=st.data())
+@given(replicas=st.integers(2, 8), data=st.data())
 def test_global_batches_include_uneven_splits(replicas, data):
-    assert data.draw(global_batches(replicas)) >= 1
+    batch = data.draw(global_batches(replicas))
+    assert batch >= 1
+    assert data.draw(global_batches(replicas).filter(lambda b: b % replicas != 0)) % replicas != 0
+
+
+@given(data=datasets(max_examples=5))
+def test_datasets_are_paired_finite_float32_rows(data):
+    x, y = data
+    assert x.dtype == y.dtype == np.float32 and len(x) == len(y) >= 1 and x.shape[1] == 2
+    assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
 
 
 def _user_package(pytester, average: str) -> None:

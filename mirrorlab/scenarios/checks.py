@@ -102,8 +102,8 @@ def mismatches(expect: Expectation, result: RunResult, workdir: str, single: Cal
             got = value.get(key) if isinstance(value, dict) else None
             if not same_values(got, wanted):
                 reasons.append(f"expected worker {w} to return {key}={wanted!r}, got {got!r}")
-    names = os.listdir(workdir)
-    reasons += [f"expected a file matching {p!r} in the work directory, found {sorted(names)}" for p in expect.files
+    names = sorted(os.listdir(workdir))
+    reasons += [f"expected a file matching {p!r} in the work directory, found {names}" for p in expect.files
                 if not fnmatch.filter(names, p)]
     reasons += [f"expected no file matching {p!r} in the work directory, found {fnmatch.filter(names, p)}"
                 for p in expect.absent_files if fnmatch.filter(names, p)]

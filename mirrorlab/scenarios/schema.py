@@ -75,7 +75,6 @@ class Scenario:
     setups: tuple[WorkerSetup, ...]
     program: Program
     expect: Expectation
-    real: bool = False
 
     def cluster_kwargs(self, seed: int | None = None, faults: bool = True) -> dict[str, Any]:
         """``SimCluster(**kwargs)`` for this scenario (another ``seed``, or without its faults)."""
@@ -101,7 +100,7 @@ class _Table:
             return default
         value = self.data[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             names = " or ".join(k.__name__ for k in kinds)
             raise self.fail(key, f"is {value!r} ({type(value).__name__}), not {names}", fix or f"write a {names}")
         return value
@@ -127,7 +126,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"{path}: not valid TOML ({err}). Fix: correct the syntax at that line.") from None
     top = _Table(path, "", data)
-    top.only(("name", "description", "seed", "real", "cluster", "workers", "faults", "program", "expect"))
+    top.only(("name", "description", "seed", "cluster", "workers", "faults", "program", "expect"))
     name = top.get("name", str)
     if name != path.stem:
         raise top.fail("name", f"is {name!r} but the file is {path.name}", f"name the file {name}.toml or set "
@@ -151,8 +150,7 @@ def load_scenario(path: str | Path) -> Scenario:
                     seed=top.get("seed", int, 0), heartbeat_timeout=float(cluster.get("heartbeat_timeout",
                                                                                       (int, float), 10.0)),
                     faults=faults, setups=setups, program=_program(top.table("program", required=True)),
-                    expect=_expectation(top.table("expect", required=True), workers), real=top.get("real", bool,
-                                                                                                   False))
+                    expect=_expectation(top.table("expect", required=True), workers))
 
 
 def _item(top: _Table, key: str, index: int) -> dict[str, Any]:

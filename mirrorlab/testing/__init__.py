@@ -4,7 +4,7 @@ replay lines on failure) that ``pip install mirrorlab`` registers."""
 
 from . import combinations, strategies
 from .combinations import ClusterShape
-from .strategies import cluster_shapes, fault_schedules, global_batches, seeds, tf_configs
+from .strategies import cluster_shapes, datasets, fault_schedules, global_batches, seeds, tf_configs
 
 __all__ = ["combinations", "strategies", "ClusterShape", "cluster_shapes", "seeds", "fault_schedules",
-           "tf_configs", "global_batches"]
+           "tf_configs", "global_batches", "datasets"]

@@ -23,7 +23,8 @@ class ClusterShape:
 
     def __post_init__(self) -> None:
         if not self.name:
-            object.__setattr__(self, "name", f"{self.workers}x{self.devices_per_worker}{'_chief' if self.chief else ''}")
+            chief = "_chief" if self.chief else ""
+            object.__setattr__(self, "name", f"{self.workers}x{self.devices_per_worker}{chief}")
 
     @property
     def replicas(self) -> int:

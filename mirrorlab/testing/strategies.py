@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from mirrorlab.sim import Crash, Cut, Delay, Drop, Fault, Slow
 
 from .combinations import ClusterShape
 
-__all__ = ["cluster_shapes", "seeds", "fault_schedules", "tf_configs", "global_batches"]
+__all__ = ["cluster_shapes", "seeds", "fault_schedules", "tf_configs", "global_batches", "datasets"]
 
 
 def cluster_shapes(max_workers: int = 4, max_devices: int = 2, chief: bool | None = None) -> st.SearchStrategy:
@@ -79,3 +81,10 @@ def tf_configs(valid: bool = True, max_workers: int = 4) -> st.SearchStrategy[st
 def global_batches(replicas: int, max_batch: int = 16) -> st.SearchStrategy[int]:
     """Global batch sizes for ``replicas`` replicas, uneven ones included (the last partial batch's bugs)."""
     return st.integers(max(1, replicas - 1), max(max_batch, replicas + 1))
+
+
+def datasets(max_examples: int = 24, features: int = 2) -> st.SearchStrategy[tuple[np.ndarray, np.ndarray]]:
+    """``(x, y)`` float32 arrays of 1..``max_examples`` rows (finite, moderate values) to feed a training program."""
+    values = st.floats(-10.0, 10.0, width=32)
+    return st.integers(1, max_examples).flatmap(lambda n: st.tuples(
+        hnp.arrays(np.float32, (n, features), elements=values), hnp.arrays(np.float32, (n,), elements=values)))
