@@ -17,6 +17,13 @@ import mirrorlab.tf as tf
 TRUE_W = np.array([1.0, -2.0], np.float32)
 
 
+def _worker_index(strategy: Any) -> int:
+    """This worker's place in the cluster (the chief first), from the public cluster resolver."""
+    resolver = strategy.cluster_resolver
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_id + (1 if has_chief and resolver.task_type == "worker" else 0)
+
+
 def _regression_data(examples: int) -> tuple[np.ndarray, np.ndarray]:
     x = np.linspace(-1.0, 1.0, examples * 2, dtype=np.float32).reshape(examples, 2)
     return x, x @ TRUE_W + np.float32(0.5)
@@ -55,7 +62,7 @@ def custom_loop(steps: int = 3, examples: int = 9, global_batch: int = 3, loss_a
     """
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     x, y = _regression_data(examples)
-    if nan_on_worker is not None and strategy.extended._rank == nan_on_worker:
+    if nan_on_worker is not None and _worker_index(strategy) == nan_on_worker:
         x = x.copy()
         x[:, 0] = np.nan
     with strategy.scope():
