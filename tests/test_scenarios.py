@@ -124,7 +124,8 @@ def test_cli_exit_statuses(tmp_path, capsys):
 def test_cli_json_list_and_replay(capsys):
     assert main(["scenario", "run", "crash-mid-allreduce", "--seed", "3", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["ok"] and record["seed"] == 3 and record["replay"].endswith("crash-mid-allreduce.toml --seed 3")
+    assert record["ok"] and record["seed"] == 3
+    assert record["replay"] == "mirrorlab scenario replay crash-mid-allreduce --seed 3"
     assert record["runs"][0]["workers"][1]["error"] == "SimulatedCrash"
     assert main(["scenario", "list"]) == 0
     listing = capsys.readouterr().out

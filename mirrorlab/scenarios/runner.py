@@ -19,6 +19,7 @@ from typing import Any
 from mirrorlab._version import __version__
 from mirrorlab.sim import RunResult, SimCluster
 
+from .catalog import catalog_paths
 from .checks import error_text, mismatches
 from .schema import Expectation, Scenario, ScenarioError
 
@@ -69,8 +70,9 @@ class Verdict:
 
 
 def replay_command(scenario: Scenario, seed: int) -> str:
-    """The shell command that runs ``scenario`` again with ``seed``."""
-    return f"mirrorlab scenario replay {scenario.path} --seed {seed}"
+    """The shell command that runs ``scenario`` again with ``seed`` (by name for a catalog scenario)."""
+    which = scenario.name if scenario.path in catalog_paths() else scenario.path
+    return f"mirrorlab scenario replay {which} --seed {seed}"
 
 
 def resolve_program(scenario: Scenario) -> Callable[..., Any]:
