@@ -122,3 +122,22 @@ def test_plugin_finds_the_planted_per_replica_averaging_bug_and_prints_a_replay_
         train, batch, average="per_replica").values()
     alone = SimCluster(1).run(train, batch, average="per_replica").values()[0]
     assert not np.allclose(replayed[0], alone, rtol=1e-5, atol=1e-6)
+
+
+def test_the_plugin_is_registered_for_pytest_by_entry_point():
+    from importlib.metadata import entry_points
+
+    assert [e.value for e in entry_points(group="pytest11") if e.name == "mirrorlab"] == ["mirrorlab.testing.plugin"]
+
+
+def test_the_marker_without_names_runs_every_named_shape(pytester):
+    pytester.makepyfile(test_shapes="""
+        import pytest
+
+        @pytest.mark.cluster_shapes
+        def test_shape(sim_cluster, cluster_shape):
+            assert sim_cluster.shape is cluster_shape
+    """)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(passed=len(ALL))
+    assert all(f"test_shape[{name}] PASSED" in result.stdout.str() for name in ALL)
