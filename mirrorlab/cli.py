@@ -12,6 +12,7 @@ from mirrorlab.diagnostics import preflight_cli, trace_cli
 from . import demo, run_script
 from ._version import __version__
 from .cli_args import USAGE_ERROR, OneLineErrorParser, UsageError
+from .scenarios import command as scenario_command
 
 __all__ = ["main"]
 
@@ -28,6 +29,7 @@ def _parser() -> OneLineErrorParser:
     diagnostics_cli.register(commands)
     preflight_cli.register(commands)
     trace_cli.register(commands)
+    scenario_command.register(commands)
     return parser
 
 

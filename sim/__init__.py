@@ -16,5 +16,6 @@ simulation forever; after ``SimCluster(watchdog=5.0)`` wall-clock seconds withou
 
 from .cluster import RunResult, SimCluster, SimConfig
 from .faults import Crash, Cut, Delay, Drop, Fault, Preempt, Slow
+from .worker_setup import WorkerSetup
 
-__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut"]
+__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "WorkerSetup"]

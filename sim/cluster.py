@@ -31,6 +31,7 @@ from .scheduler import Scheduler, SimThread
 from .tracebacks import raise_site, trim_traceback
 from .validation import check_count, check_seconds
 from .watchdog import hang_report
+from .worker_setup import WorkerSetup
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
 
@@ -54,6 +55,7 @@ class SimConfig:
     device_type: str = "CPU"
     watchdog: float | None = 5.0
     trace_values: bool = False
+    setups: tuple[WorkerSetup, ...] = ()
 
     def __post_init__(self) -> None:
         check_count("SimCluster", "workers", self.workers, 1, "give the number of simulated workers, e.g. workers=2.")
@@ -86,6 +88,11 @@ class SimConfig:
                     raise ValueError(f"{fault!r}: {attr}={index} is not a worker of this {self.workers}-worker "
                                      f"cluster (valid: 0..{self.workers - 1}). Fix: number workers from 0, or "
                                      "add workers.")
+        workers = [setup.worker for setup in self.setups]
+        for setup in self.setups:
+            if not 0 <= setup.worker < self.workers or workers.count(setup.worker) > 1:
+                raise ValueError(f"{setup!r}: worker={setup.worker} must be a worker of this {self.workers}-worker "
+                                 f"cluster (valid: 0..{self.workers - 1}) with at most one setup.")
 
     def constructor(self) -> str:
         """``SimCluster(...)`` text that rebuilds this configuration."""
@@ -93,7 +100,7 @@ class SimConfig:
         parts = [f"workers={self.workers}"]
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
                      "bandwidth", "device_type", "watchdog",
-                     "trace_values"):
+                     "trace_values", "setups"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -208,8 +215,9 @@ class SimRun:
                                  "devices_per_worker": config.devices_per_worker, "clock": "virtual",
                                  "tasks": [f"/job:{t}/replica:0/task:{i}" for t, i in self.tasks]},
                            record_values=config.trace_values)
-        self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}))
-                     for w, (t, i) in enumerate(self.tasks)]
+        setups = {setup.worker: setup for setup in config.setups}
+        self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}),
+                                  setups.get(w)) for w, (t, i) in enumerate(self.tasks)]
         self.outcomes = [Outcome() for _ in self.tasks]
         self.threads: list[SimThread] = []
         name = getattr(program, "__qualname__", repr(program))
@@ -359,11 +367,12 @@ class SimCluster:
     device_type: str = "CPU"
     watchdog: float | None = 5.0
     trace_values: bool = False
+    setups: Sequence[WorkerSetup] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
                                 self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
-                                self.watchdog, self.trace_values)
+                                self.watchdog, self.trace_values, tuple(self.setups))
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""

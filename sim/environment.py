@@ -15,6 +15,7 @@ from mirrorlab.runtime import Environment, WorkerRuntime
 
 from .faults import Crash, Preempt, Slow
 from .network import SimTransport
+from .worker_setup import WorkerSetup, check_rendezvous
 
 if TYPE_CHECKING:
     from .cluster import SimRun
@@ -46,10 +47,11 @@ class SimWorkerRuntime(WorkerRuntime):
 class SimWorkerEnv(Environment):
     """Simulated worker ``worker`` of a run; also the per-thread TF_CONFIG overlay (``environ``)."""
 
-    def __init__(self, run: "SimRun", worker: int, tf_config: str) -> None:
+    def __init__(self, run: "SimRun", worker: int, tf_config: str, setup: WorkerSetup | None = None) -> None:
         self.run = run
         self.worker = worker
-        self.environ: dict[str, str | None] = {"TF_CONFIG": tf_config}
+        self.setup = setup if setup is not None else WorkerSetup(worker)
+        self.environ: dict[str, str | None] = {"TF_CONFIG": tf_config, **self.setup.environ}
         self.communicators: list[Communicator] = []
         self.runtimes: list[WorkerRuntime] = []
         self._groups = 0
@@ -62,9 +64,14 @@ class SimWorkerEnv(Environment):
     def task(self) -> tuple[str, int]:
         return self.run.tasks[self.worker]
 
+    @property
+    def device_count(self) -> int:
+        """This worker's devices: its setup's count, else the cluster's ``devices_per_worker``."""
+        return self.setup.devices or self.run.config.devices_per_worker
+
     def _devices(self, prefix: str) -> list[str]:
         return [f"{prefix}/device:{self.run.config.device_type}:{k}"
-                for k in range(self.run.config.devices_per_worker)]
+                for k in range(self.device_count)]
 
     def _runtime(self, comm: Communicator, devices: Sequence[str]) -> SimWorkerRuntime:
         self.communicators.append(comm)
@@ -79,15 +86,11 @@ class SimWorkerEnv(Environment):
 
     def cluster_runtime(self, cluster_spec: ClusterSpec, task_type: str, task_id: int, rank: int,
                         names: Sequence[str], rpc_layer: str | None) -> WorkerRuntime:
-        if cluster_spec.as_dict() != self.run.cluster_spec.as_dict():
-            raise ValueError(
-                f"simulated worker {self.worker} was given the cluster {cluster_spec.as_dict()} but it runs in "
-                f"{self.run.cluster_spec.as_dict()}. Fix: let MultiWorkerMirroredStrategy() read the simulated "
-                "TF_CONFIG (pass no cluster_resolver), or pass the simulated cluster's spec.")
         if (task_type, task_id) != self.task:
             raise ValueError(
                 f"simulated worker {self.worker} is task {self.task[0]}:{self.task[1]} but its strategy was "
                 f"created as {task_type}:{task_id}. Fix: do not override task_type/task_id inside a SimCluster.")
+        check_rendezvous(self, cluster_spec)
         group = self._groups
         self._groups += 1
         transport = SimTransport(self.run.network, group, rank, len(names))
@@ -95,7 +98,7 @@ class SimWorkerEnv(Environment):
         return self._runtime(Communicator(rank, len(names), names, transport), self._devices(prefix))
 
     def default_device_type(self) -> tuple[str, int]:
-        return self.run.config.device_type, self.run.config.devices_per_worker
+        return self.run.config.device_type, self.device_count
 
     def _check_alive(self) -> None:
         """Stop a worker the watchdog gave up on at its next call into the simulation (it lost its turn)."""

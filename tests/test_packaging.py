@@ -18,4 +18,4 @@ def test_every_package_folder_is_listed_in_pyproject():
             found.add(".".join([name, *relative.parts]) if relative.parts else name)
     assert found == listed
     assert dirs == {"mirrorlab": "mirrorlab", "mirrorlab.sim": "sim", "mirrorlab.backend": "backend",
-                    "mirrorlab.diagnostics": "diagnostics"}
+                    "mirrorlab.diagnostics": "diagnostics", "mirrorlab.catalog": "scenarios"}
