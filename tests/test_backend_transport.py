@@ -1,0 +1,166 @@
+"""The gRPC transport, rendezvous and heartbeats between in-process nodes on loopback (bounded waits)."""
+
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+from mirrorlab import errors
+from mirrorlab.backend import wire
+from mirrorlab.backend.grpc_transport import RANK_KEY, SERVICE, TOKEN_KEY, GrpcTransport, PeerNode
+from mirrorlab.backend.liveness import Heartbeats
+from mirrorlab.backend.ports import free_ports
+from mirrorlab.backend.rendezvous import Rendezvous, WorkerFacts
+from mirrorlab.collective.allreduce_ring import allreduce_ring
+from mirrorlab.collective.communicator import Communicator
+from mirrorlab.collective.message import Fingerprint, Header, Message
+
+TOKEN = "s3cret"
+
+
+def facts(rank, devices=1, version="0.1.0"):
+    return WorkerFacts(version, '{"worker": []}', f"/job:worker/replica:0/task:{rank}", devices, 1)
+
+
+class Cluster:
+    """``n`` started nodes on loopback; ``tokens``/``devices`` per rank; closes them all afterwards."""
+
+    def __init__(self, n, tokens=None, devices=None, versions=None, heartbeat=None):
+        addresses = [f"127.0.0.1:{p}" for p in free_ports(n)]
+        names = [f"/job:worker/replica:0/task:{r}" for r in range(n)]
+        self.nodes = [PeerNode(r, names, addresses, (tokens or [TOKEN] * n)[r]) for r in range(n)]
+        self.rendezvous = [Rendezvous(node, facts(r, (devices or [1] * n)[r], (versions or ["0.1.0"] * n)[r]))
+                           for r, node in enumerate(self.nodes)]
+        self.heartbeats = [Heartbeats(node, heartbeat, lambda: "in test") for node in self.nodes] if heartbeat else []
+        for node in self.nodes:
+            node.start()
+
+    def all(self, fn):
+        """Run ``fn(rank)`` on one thread per rank; returns each result or exception."""
+        out = [None] * len(self.nodes)
+
+        def main(r):
+            try:
+                out[r] = fn(r)
+            except BaseException as exc:  # noqa: BLE001 - the test inspects it
+                out[r] = exc
+
+        threads = [threading.Thread(target=main, args=(r,), daemon=True) for r in range(len(self.nodes))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), "a node hung"
+        return out
+
+    def close(self):
+        for hb in self.heartbeats:
+            hb.stop()
+        self.all(lambda r: self.nodes[r].close())
+
+
+@pytest.fixture
+def cluster_factory():
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(Cluster(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for cluster in made:
+        cluster.close()
+
+
+def test_ring_all_reduce_runs_unchanged_over_grpc(cluster_factory):
+    c = cluster_factory(3)
+    assert c.all(lambda r: c.rendezvous[r].wait(10)) == [None] * 3
+    inputs = [np.arange(10, dtype=np.float32) * (r + 1) + 0.1 for r in range(3)]
+
+    def reduce(r):
+        comm = Communicator(r, 3, c.nodes[r].names, GrpcTransport(c.nodes[r], 0))
+        inst = comm.start(Fingerprint("all_reduce", "float32", (10,), "SUM"), "test", timeout=10)
+        result = allreduce_ring(inst, inputs[r])
+        inst.done()
+        return result
+
+    results = c.all(reduce)
+    assert all(res.tobytes() == results[0].tobytes() for res in results)
+    np.testing.assert_allclose(results[0], sum(inputs), rtol=1e-6)
+
+
+def test_device_count_mismatch_fails_both_sides_with_one_message(cluster_factory):
+    c = cluster_factory(2, devices=[1, 2])
+    out = c.all(lambda r: c.rendezvous[r].wait(10))
+    for exc in out:
+        assert isinstance(exc, errors.FailedPreconditionError)
+        assert "worker 1 (/job:worker/replica:0/task:1) has 2 devices, worker 0 (/job:worker/replica:0/task:0) " \
+               "has 1 devices" in str(exc)
+
+
+def test_version_mismatch_names_both_versions(cluster_factory):
+    c = cluster_factory(2, versions=["0.1.0", "0.0.9"])
+    out = c.all(lambda r: c.rendezvous[r].wait(10))
+    assert all("worker 1 (/job:worker/replica:0/task:1) runs mirrorlab 0.0.9, worker 0" in str(e) for e in out)
+
+
+def test_wrong_token_is_refused_on_both_sides(cluster_factory):
+    c = cluster_factory(2, tokens=[TOKEN, "other"])
+    out = c.all(lambda r: c.rendezvous[r].wait(10))
+    for exc in out:
+        assert isinstance(exc, errors.UnauthenticatedError), exc
+        assert "cluster token (MIRRORLAB_CLUSTER_TOKEN) is not this cluster's" in str(exc)
+
+
+def test_missing_peer_ends_rendezvous_with_its_name_and_address(cluster_factory):
+    c = cluster_factory(2)
+    c.nodes[1]._server.stop(0).wait()
+    started = time.monotonic()
+    with pytest.raises(errors.UnavailableError) as info:
+        c.rendezvous[0].wait(0.8)
+    assert time.monotonic() - started < 5
+    assert f"worker 1 (/job:worker/replica:0/task:1 at {c.nodes[1].addresses[1]})" in str(info.value)
+    assert "MIRRORLAB_RENDEZVOUS_TIMEOUT" in str(info.value)
+
+
+def test_abort_wakes_a_peer_blocked_in_recv_and_deadlines_hold(cluster_factory):
+    c = cluster_factory(2)
+    c.all(lambda r: c.rendezvous[r].wait(10))
+    t0, t1 = GrpcTransport(c.nodes[0], 0), GrpcTransport(c.nodes[1], 0)
+    with pytest.raises(errors.DeadlineExceededError):
+        t0.recv(1, time.monotonic() + 0.3)
+    threading.Timer(0.3, lambda: t1.abort(errors.InternalError("boom on worker 1"))).start()
+    with pytest.raises(errors.InternalError, match="Collective ops is aborted by: boom on worker 1"):
+        t0.recv(1, time.monotonic() + 10)
+    assert GrpcTransport(c.nodes[0], 1).abort_error is None  # other groups unaffected
+
+
+def test_malformed_frame_is_refused_and_the_server_keeps_serving(cluster_factory):
+    c = cluster_factory(2)
+    node = c.nodes[0]
+    send = grpc.insecure_channel(node.addresses[0]).stream_unary(f"/{SERVICE}/Send")
+    meta = ((TOKEN_KEY, TOKEN), (RANK_KEY, "1"))
+    with pytest.raises(grpc.RpcError) as info:
+        send(iter([b"MLW1garbage"]), metadata=meta, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "refused a frame" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:
+        send(iter([b"anything"]), metadata=((TOKEN_KEY, "wrong"), (RANK_KEY, "1")), timeout=5)
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    header = Header(1, Fingerprint("barrier"), 0, 1, "test")
+    send(iter([wire.encode_message(0, Message(header, np.ones(3, np.int32)))]), metadata=meta, timeout=5)
+    assert node.recv(0, 1, time.monotonic() + 5).payload.tolist() == [1, 1, 1]
+
+
+def test_a_silent_peer_is_named_within_the_heartbeat_timeout(cluster_factory):
+    c = cluster_factory(2, heartbeat=0.5)
+    c.all(lambda r: c.rendezvous[r].wait(10))
+    c.heartbeats[0].start()
+    c.nodes[1]._server.stop(0).wait()  # as if killed: no goodbye
+    started = time.monotonic()
+    with pytest.raises(errors.UnavailableError) as info:
+        c.nodes[0].recv(0, 1, time.monotonic() + 10)
+    assert time.monotonic() - started < 3
+    assert "worker 1 (/job:worker/replica:0/task:1 at" in str(info.value)
+    assert "has not answered heartbeats for 0.5 s" in str(info.value)
