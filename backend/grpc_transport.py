@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from mirrorlab import errors
-from mirrorlab.collective.message import RESTART_HINT, AbortNotice, Message
+from mirrorlab.collective.message import RESTART_HINT, AbortNotice, Header, Message
 from mirrorlab.collective.transport import Transport
 
 from . import wire
@@ -63,6 +63,8 @@ class PeerNode:
         self._outgoing: dict[int, _Outgoing] = {}
         self._closing = False
         self.peer_state: dict[int, str] = {}  # the last collective each peer reported (heartbeat replies)
+        self._last_header: dict[int, Header] = {}  # the last message each peer sent here
+        self.local_state: Callable[[], str] = lambda: ""  # where this worker is, for error messages
         message_bytes = limits.max_bytes + limits.max_header_bytes
         self._channel_options = [("grpc.max_send_message_length", message_bytes),
                                  ("grpc.max_receive_message_length", message_bytes)]
@@ -109,6 +111,7 @@ class PeerNode:
                 if frame.message.header.sender != src:
                     raise wire.WireError(f"message claims sender {frame.message.header.sender} on worker {src}'s stream")
                 self._boxes.setdefault((frame.group, src), deque()).append(frame.message)
+                self._last_header[src] = frame.message.header
             elif frame.kind == "abort":
                 self._aborts.setdefault(frame.group, frame.notice.to_error())
             else:
@@ -172,15 +175,19 @@ class PeerNode:
             if peer != self.rank and peer not in self.departed:
                 self.send_frame(peer, frame)
 
-    def peer_lost(self, peer: int, why: str, local_state: str = "") -> None:
+    def peer_lost(self, peer: int, why: str) -> None:
         """Fail every group here with ``UnavailableError`` naming ``peer``, why, and where it last was."""
         if self._closing or peer in self.departed:
             return
         last = self.peer_state.get(peer, "unknown (no heartbeat answered yet)")
-        here = f"\n{self.label(self.rank)} was {local_state}." if local_state else ""
+        header = self._last_header.get(peer)
+        sent = (f"; its last message here belonged to {header.fingerprint.describe()} #{header.seq} at {header.site}"
+                if header is not None else "")
+        local = self.local_state()
+        here = f"\n{self.label(self.rank)} was {local}." if local else ""
         error = errors.UnavailableError(
             f"Collective ops is aborted by: {self.label(peer)} is unavailable: {why}.\n"
-            f"Its last reported collective: {last}.{here}\n"
+            f"Its last heartbeat said it was {last}{sent}.{here}\n"
             "Fix: look at that worker's log for an earlier error, or whether it was killed (OOM, preemption) or "
             f"cannot be reached; raise MIRRORLAB_HEARTBEAT_TIMEOUT if it is merely slow.\n{RESTART_HINT}")
         with self._cond:

@@ -53,7 +53,6 @@ class Heartbeats:
                 last_ok = time.monotonic()
             except (grpc.RpcError, ValueError):
                 if time.monotonic() - last_ok > self.timeout and peer not in node.departed:
-                    node.peer_lost(peer, f"it has not answered heartbeats for {self.timeout:g} s",
-                                   self.local_state())
+                    node.peer_lost(peer, f"it has not answered heartbeats for {self.timeout:g} s")
                     return
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mirrorlab.backend import launch
+
 __all__ = ["main"]
 
 
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     demo.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     demo.set_defaults(func=_demo)
+    launch.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,0 +1,67 @@
+"""Programs the backend tests run both on ``SimCluster`` and as real worker processes (``python this.py NAME``).
+
+Each prints one ``RESULT <json>`` line when run as a script, and returns the same value on the simulator."""
+
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import mirrorlab as ml  # for matmul/reduce_mean/square, which mirrorlab.tf does not re-export yet
+import mirrorlab.tf as tf
+
+
+def custom_loop(steps: int = 4) -> dict:
+    """A custom training loop: tf.Variable, strategy.run, a MEAN all_reduce of the gradient, strategy.reduce."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    rng = np.random.default_rng(0)
+    x_all = rng.standard_normal((48, 784)).astype(np.float32)
+    y_all = rng.standard_normal((48, 10)).astype(np.float32)
+    with strategy.scope():
+        w = tf.Variable(rng.standard_normal((784, 10)).astype(np.float32) * 0.01)
+
+    def step():
+        ctx = tf.distribute.get_replica_context()
+        r, n = ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync
+        x, y = tf.constant(x_all[r::n]), tf.constant(y_all[r::n])
+        with tf.GradientTape() as tape:
+            loss = ml.reduce_mean(ml.square(ml.matmul(x, w) - y))
+        grad = ctx.all_reduce("MEAN", tape.gradient(loss, w))
+        w.assign_sub(0.1 * grad)
+        return loss
+
+    losses = []
+    for _ in range(steps):
+        losses.append(float(strategy.reduce("SUM", strategy.run(step), axis=None).numpy()))
+    return {"w": hashlib.sha256(w.numpy().tobytes()).hexdigest(), "losses": [repr(v) for v in losses]}
+
+
+def slow_all_reduce() -> dict:
+    """All-reduces for a long time (until killed); prints READY once collectives are running."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    value = tf.constant(np.ones(1000, np.float32))
+    for i in range(100000):
+        strategy.reduce("SUM", strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", value)),
+                        axis=None)
+        if i == 3:
+            print("READY pid", os.getpid(), flush=True)
+        time.sleep(0.01)
+    return {}
+
+
+def fail_on_worker_1() -> dict:
+    """Worker 1 raises a plain Python error after one collective; the others wait in the next one."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+    if strategy.cluster_resolver.task_id == 1:
+        raise ValueError("bad batch on worker 1")
+    strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+    return {}
+
+
+if __name__ == "__main__":
+    result = globals()[sys.argv[1]]()
+    print("RESULT", json.dumps(result), "pid", os.getpid(), flush=True)
