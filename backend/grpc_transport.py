@@ -58,7 +58,7 @@ class PeerNode:
         self._boxes: dict[tuple[int, int], deque] = {}
         self._aborts: dict[int, errors.OpError] = {}
         self.departed: set[int] = set()
-        self.refused: list[str] = []  # callers turned away for a wrong token
+        self.refused: list[str] = []  # the rank each caller turned away for a wrong token claimed to be
         self._channels: dict[int, grpc.Channel] = {}
         self._outgoing: dict[int, _Outgoing] = {}
         self._closing = False
@@ -300,7 +300,7 @@ class _TokenCheck(grpc.ServerInterceptor):
         text = (f"{node.label(node.rank)} refused the call: the caller's cluster token (MIRRORLAB_CLUSTER_TOKEN) is "
                 "not this cluster's.\nFix: give every worker the same MIRRORLAB_CLUSTER_TOKEN (mirrorlab launch "
                 "makes a fresh one for all of them).")
-        node.refused.append(details.method)
+        node.refused.append(str(dict(details.invocation_metadata).get(RANK_KEY, "?")))
         log.warning("%s refused %s: wrong cluster token", node.label(node.rank), details.method)
 
         def deny(request: object, context: grpc.ServicerContext) -> bytes:

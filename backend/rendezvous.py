@@ -105,6 +105,12 @@ class Rendezvous:
         while True:
             if self._failure is not None:
                 raise errors.clone(self._failure)
+            impostor = next((p for p in pending if str(p) in node.refused), None)
+            if impostor is not None:
+                raise self._fail(errors.UnauthenticatedError(
+                    f"Rendezvous failed: {node.label(node.rank)} refused calls from {node.label(impostor)}: its "
+                    "cluster token (MIRRORLAB_CLUSTER_TOKEN) is not this cluster's.\nFix: give every worker the same "
+                    "MIRRORLAB_CLUSTER_TOKEN (mirrorlab launch makes a fresh one for all of them)."))
             for peer in list(pending):
                 if self._hello(peer, max(0.05, min(_CALL_SLICE, end - time.monotonic()))):
                     pending.remove(peer)

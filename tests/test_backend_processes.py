@@ -1,0 +1,178 @@
+"""Real worker processes on loopback: ``mirrorlab launch`` results bit-identical to ``SimCluster``'s, and every
+failure (killed peer, error on one worker, wrong token, other version or device count, a peer that never
+starts, SIGTERM while waiting) ends the workers with the named error. Every process is bounded in time and
+only the processes a test started are signalled."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mirrorlab import __version__
+from mirrorlab.backend.launch import tf_configs
+from mirrorlab.backend.ports import free_ports
+from mirrorlab.sim import SimCluster
+
+sys.path.insert(0, str(Path(__file__).parent))
+import backend_programs  # noqa: E402
+
+PROGRAMS = str(Path(__file__).parent / "backend_programs.py")
+LIMIT = 60  # no test process may outlive this many seconds
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIRRORLAB_") and k != "TF_CONFIG"}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _finish(proc, timeout=LIMIT, dump=False):
+    """``proc``'s output once it ends; on timeout it is terminated (a launcher forwards that), then killed.
+    With ``dump``, a hung worker first prints every thread's stack (see ``run_workers``)."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        if dump:
+            proc.send_signal(signal.SIGUSR2)
+            time.sleep(1)
+        proc.terminate()
+        try:
+            out = proc.communicate(timeout=10)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0]
+        pytest.fail(f"process {proc.args} did not end within {timeout} s; its output:\n{out[-8000:]}")
+
+
+def run_launch(workers, program, **env):
+    """(exit code, output) of ``mirrorlab launch --workers N backend_programs.py PROGRAM``."""
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", str(workers), PROGRAMS,
+                             program], env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = _finish(proc)
+    return proc.returncode, out
+
+
+def run_workers(worker_envs, program, preludes=None, ports=None):
+    """Start one worker process per entry of ``worker_envs`` (its extra environment; ``preludes[i]``: Python run
+    first) of a cluster of ``len(ports)`` workers; returns each one's (exit code, output)."""
+    ports = ports or free_ports(len(worker_envs))
+    configs = tf_configs([f"127.0.0.1:{p}" for p in ports])
+    run = ("import faulthandler, signal\nfaulthandler.register(signal.SIGUSR2)\n"  # a hang shows its stacks
+           f"import runpy, sys\nsys.argv = [{PROGRAMS!r}, {program!r}]\nrunpy.run_path({PROGRAMS!r}, run_name='__main__')")
+    procs = [subprocess.Popen([sys.executable, "-c", (preludes[i] if preludes else "") + "\n" + run],
+                              env=_env(TF_CONFIG=configs[i], **extra), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+             for i, extra in enumerate(worker_envs)]
+    outs = [_finish(p, dump=True) for p in procs]
+    return [(p.returncode, out) for p, out in zip(procs, outs)]
+
+
+def results(output):
+    found = {}
+    for line in output.splitlines():
+        if line.startswith("[worker ") and "] RESULT " in line:
+            worker = int(line[len("[worker "):line.index("]")])
+            found[worker] = json.loads(line.split("] RESULT ", 1)[1].rsplit(" pid ", 1)[0])
+    return [found[w] for w in sorted(found)]
+
+
+@pytest.mark.parametrize("workers", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_custom_loop_is_bit_identical_to_the_simulator(workers):
+    code, out = run_launch(workers, "custom_loop")
+    assert code == 0, out
+    simulated = SimCluster(workers=workers).run(backend_programs.custom_loop).values()
+    assert results(out) == simulated
+    assert len(simulated) == workers
+
+
+def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "3", PROGRAMS,
+                             "slow_all_reduce"], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, end = [], time.monotonic() + LIMIT
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("[worker 1] READY pid "):
+                os.kill(int(line.split()[-1]), signal.SIGKILL)  # worker 1 is a child of our launcher
+                break
+            assert time.monotonic() < end, "workers never got ready"
+    finally:
+        out = "".join(lines) + _finish(proc)
+    assert proc.returncode == 128 + signal.SIGKILL, out
+    assert "[launch] worker 1 exited with signal SIGKILL" in out
+    for survivor in (0, 2):  # each ended on its own, with the named error, before the launcher's stop
+        assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
+               "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
+    assert "all_reduce(SUM) float32[1000]" in out
+
+
+def test_an_error_on_one_worker_aborts_the_others_with_its_cause():
+    code, out = run_launch(3, "fail_on_worker_1")
+    assert code == 1, out
+    assert "[worker 1] ValueError: bad batch on worker 1" in out
+    for other in (0, 2):
+        assert f"[worker {other}] mirrorlab.errors.UnknownError: Collective ops is aborted by: worker 1 " \
+               "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out
+        assert "failed with ValueError: bad batch on worker 1" in out
+
+
+def test_wrong_token_is_refused_with_the_reason():
+    outs = run_workers([{"MIRRORLAB_CLUSTER_TOKEN": "abc"}, {"MIRRORLAB_CLUSTER_TOKEN": "xyz"}], "custom_loop")
+    for code, out in outs:
+        assert code != 0
+        assert "UnauthenticatedError: Rendezvous failed" in out and "MIRRORLAB_CLUSTER_TOKEN" in out, out
+
+
+def test_other_mirrorlab_version_is_refused_naming_both_versions():
+    patch = "import mirrorlab._version as v; v.__version__ = '0.0.9'"
+    outs = run_workers([{"MIRRORLAB_CLUSTER_TOKEN": "t"}] * 2, "custom_loop", preludes=["", patch])
+    for code, out in outs:
+        assert code != 0
+        assert (f"worker 1 (/job:worker/replica:0/task:1) runs mirrorlab 0.0.9, worker 0 "
+                f"(/job:worker/replica:0/task:0) runs mirrorlab {__version__}") in out, out
+
+
+def test_other_device_count_is_refused_naming_both_counts():
+    outs = run_workers([{"MIRRORLAB_CLUSTER_TOKEN": "t", "MIRRORLAB_DEVICES_PER_WORKER": 1},
+                        {"MIRRORLAB_CLUSTER_TOKEN": "t", "MIRRORLAB_DEVICES_PER_WORKER": 2}], "custom_loop")
+    for code, out in outs:
+        assert code != 0
+        assert "FailedPreconditionError: Rendezvous failed: worker 1 (/job:worker/replica:0/task:1) has 2 devices, " \
+               "worker 0 (/job:worker/replica:0/task:0) has 1 devices" in out, out
+
+
+def test_a_worker_that_never_starts_ends_the_others_within_the_window():
+    ports = free_ports(3)
+    outs = run_workers([{"MIRRORLAB_CLUSTER_TOKEN": "t", "MIRRORLAB_RENDEZVOUS_TIMEOUT": 1.5}] * 2, "custom_loop",
+                       ports=ports)
+    for code, out in outs:
+        assert code != 0
+        assert "UnavailableError: Rendezvous failed" in out and "waited 1.5 s" in out
+        assert f"worker 2 (/job:worker/replica:0/task:2 at 127.0.0.1:{ports[2]})" in out, out
+
+
+def test_sigterm_ends_a_worker_waiting_in_rendezvous():
+    ports = free_ports(2)
+    config = tf_configs([f"127.0.0.1:{p}" for p in ports])[0]
+    proc = subprocess.Popen([sys.executable, PROGRAMS, "custom_loop"], env=_env(TF_CONFIG=config,
+                            MIRRORLAB_CLUSTER_TOKEN="t"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.monotonic() + LIMIT
+    while not _listening(ports[0]):  # the worker serves, then waits for worker 1
+        assert proc.poll() is None and time.monotonic() < end, "worker did not start serving"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _finish(proc, timeout=10)
+    assert proc.returncode == -signal.SIGTERM
+
+
+def _listening(port):
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
