@@ -34,6 +34,7 @@ RANK_KEY = "mirrorlab-rank"
 ALL_GROUPS = -1
 _WAIT_SLICE = 0.2  # longest uninterruptible wait: Ctrl-C and deadlines are noticed this often
 _CLOSE_WAIT = 5.0
+_FAILED_CLOSE_WAIT = 1.0
 
 log = logging.getLogger("mirrorlab.backend")
 
@@ -163,8 +164,9 @@ class PeerNode:
     def abort_error(self, group: int) -> errors.OpError | None:
         return self._aborts.get(group) or self._aborts.get(ALL_GROUPS)
 
-    def abort(self, group: int, error: errors.OpError) -> None:
-        """Fail ``group`` (every group for ``ALL_GROUPS``) here and tell every peer; the first error wins."""
+    def abort(self, group: int, error: errors.OpError, skip: int | None = None) -> None:
+        """Fail ``group`` (every group for ``ALL_GROUPS``) here and tell every peer but ``skip``; the first
+        error wins."""
         with self._cond:
             if group in self._aborts:
                 return
@@ -172,7 +174,7 @@ class PeerNode:
             self._cond.notify_all()
         frame = wire.encode_abort(group, AbortNotice.of(self.rank, error))
         for peer in range(self.size):
-            if peer != self.rank and peer not in self.departed:
+            if peer not in (self.rank, skip) and peer not in self.departed:
                 self.send_frame(peer, frame)
 
     def peer_lost(self, peer: int, why: str) -> None:
@@ -190,25 +192,24 @@ class PeerNode:
             f"Its last heartbeat said it was {last}{sent}.{here}\n"
             "Fix: look at that worker's log for an earlier error, or whether it was killed (OOM, preemption) or "
             f"cannot be reached; raise MIRRORLAB_HEARTBEAT_TIMEOUT if it is merely slow.\n{RESTART_HINT}")
-        with self._cond:
-            if ALL_GROUPS in self._aborts:
-                return
-            self._aborts[ALL_GROUPS] = error
-            self._cond.notify_all()
+        self.abort(ALL_GROUPS, error, skip=peer)  # the other peers learn the cause now, not by their own timeout
 
     def close(self) -> None:
-        """Say goodbye to every peer, flush the streams (bounded), and stop serving."""
+        """Flush the streams (bounded) and stop serving. After a normal run, say goodbye to every peer first;
+        a failed worker has sent its abort instead, and waits less for peers that may be gone."""
         with self._cond:
             self._closing = True
-            streams = list(self._outgoing.values())
-            if ALL_GROUPS not in self._aborts:  # a failed node says no goodbye to peers it may not reach
+            failed = ALL_GROUPS in self._aborts
+            if not failed:
                 for peer in range(self.size):
                     if peer != self.rank and peer not in self._outgoing and peer not in self.departed:
-                        streams.append(self._outgoing.setdefault(peer, _Outgoing(self, peer)))
+                        self._outgoing[peer] = _Outgoing(self, peer)
+            streams = list(self._outgoing.values())
         for stream in streams:
-            stream.put(wire.encode_bye())
+            if not failed:
+                stream.put(wire.encode_bye())
             stream.finish()
-        end = time.monotonic() + _CLOSE_WAIT
+        end = time.monotonic() + (_FAILED_CLOSE_WAIT if failed else _CLOSE_WAIT)
         for stream in streams:
             stream.wait(max(0.0, end - time.monotonic()))
         self._server.stop(grace=0.5).wait(2.0)

@@ -176,3 +176,54 @@ def _listening(port):
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _start_slow_launch(**env):
+    """A launcher running ``slow_all_reduce`` on 3 workers, and each worker's pid once all are READY."""
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "3", "--stop-grace", "5",
+                             PROGRAMS, "slow_all_reduce"], env=_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    pids, lines, end = {}, [], time.monotonic() + LIMIT
+    for line in proc.stdout:
+        lines.append(line)
+        if " READY pid " in line:
+            pids[int(line[len("[worker "):line.index("]")])] = int(line.split()[-1])
+        if len(pids) == 3 or time.monotonic() > end:
+            break
+    return proc, pids, lines
+
+
+@pytest.mark.slow  # ~15 s: detection, then the launcher's grace and stop of the stopped process
+def test_a_hung_worker_is_named_by_the_survivors():
+    proc, pids, lines = _start_slow_launch(MIRRORLAB_HEARTBEAT_TIMEOUT=1.5)
+    try:
+        assert len(pids) == 3, "".join(lines)
+        os.kill(pids[1], signal.SIGSTOP)  # hung, not dead: its sockets stay open
+        out = "".join(lines) + _finish(proc)
+    finally:
+        if proc.poll() is None:
+            os.kill(pids[1], signal.SIGKILL)
+            _finish(proc)
+    assert proc.returncode == 1, out  # the first to fail is a survivor; the launcher then stops worker 1
+    for survivor in (0, 2):
+        assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
+               "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
+    assert "has not answered heartbeats for 1.5 s" in out
+
+
+def test_sigint_to_the_launcher_reaches_every_worker():
+    proc, pids, lines = _start_slow_launch()
+    assert len(pids) == 3, "".join(lines)
+    proc.send_signal(signal.SIGINT)
+    out = "".join(lines) + _finish(proc)
+    assert proc.returncode in (1, 128 + signal.SIGINT), out
+    assert out.count("KeyboardInterrupt") >= 3, out
+
+
+def test_launch_rejects_bad_arguments(capsys, tmp_path):
+    from mirrorlab.cli import main
+
+    assert main(["launch", "--workers", "0", str(tmp_path / "x.py")]) == 2
+    assert "--workers=0: need at least 1" in capsys.readouterr().err
+    assert main(["launch", "--workers", "2", str(tmp_path / "missing.py")]) == 2
+    assert "script" in capsys.readouterr().err

@@ -71,6 +71,7 @@ class Message:
 
 
 RESTART_HINT = "The error could be from a previous operation. Restart your program to reset."
+ABORT_PREFIX = "Collective ops is aborted by: "
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,11 @@ class AbortNotice:
 
     @staticmethod
     def of(sender: int, error: errors.OpError) -> "AbortNotice":
-        """The notice for ``error``, worded as TF words an aborted collective."""
-        return AbortNotice(sender, type(error).__name__,
-                           f"Collective ops is aborted by: {error.message}\n{RESTART_HINT}")
+        """The notice for ``error``, worded as TF words an aborted collective (once: an abort passed on keeps
+        its words)."""
+        text = error.message if error.message.startswith(ABORT_PREFIX) else (
+            f"{ABORT_PREFIX}{error.message}\n{RESTART_HINT}")
+        return AbortNotice(sender, type(error).__name__, text)
 
     def to_error(self) -> errors.OpError:
         """The error a peer raises; only mirrorlab's OpError classes are ever instantiated."""
