@@ -22,6 +22,7 @@ from mirrorlab.runtime.base import WorkerRuntime
 from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.runtime.local import LocalEnvironment
 
+from .flight_recorder import FlightRecorder
 from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
 from .liveness import Heartbeats
 from .rendezvous import Rendezvous, WorkerFacts
@@ -42,6 +43,7 @@ class BackendEnvironment(LocalEnvironment):
         self._cluster: dict | None = None
         self._groups = 0
         self.communicators: list[Communicator] = []
+        self.recorder: FlightRecorder | None = None
 
     def default_device_type(self) -> tuple[str, int]:
         count = devices_per_worker()
@@ -64,7 +66,7 @@ class BackendEnvironment(LocalEnvironment):
         comm = Communicator(rank, len(names), names, GrpcTransport(self._node, group))
         self.communicators.append(comm)
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
-        return WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)])
+        return WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)], self.recorder)
 
     def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
         settings = BackendSettings.from_environ()
@@ -77,6 +79,9 @@ class BackendEnvironment(LocalEnvironment):
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state)
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()
+        self.recorder = FlightRecorder({"workers": len(names), "devices_per_worker": devices, "clock": "wall",
+                                        "tasks": list(names), "task": names[rank], "worker": rank})
+        self.recorder.dump_on_sigusr1()
         _install_exit_hooks(self)
         rendezvous.wait(settings.rendezvous_timeout)
         heartbeats.start()
@@ -93,9 +98,10 @@ class BackendEnvironment(LocalEnvironment):
         return "not yet in a collective"
 
     def fail(self, exc: BaseException) -> None:
-        """Abort every group on every peer with this worker's unhandled error."""
+        """Abort every group on every peer with this worker's unhandled error, and dump the flight recorder."""
         if self._node is None:
             return
+        self.recorder.dump(f"{type(exc).__name__} on this worker")
         if isinstance(exc, errors.OpError):
             error = exc
         else:

@@ -52,7 +52,7 @@ def test_the_simulator_pins_blas_threads_as_real_workers_do(monkeypatch):
 
     monkeypatch.setenv("MIRRORLAB_BLAS_THREADS", "2")
     SimCluster(workers=1).run(lambda: None)
-    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} <= {2}
+    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {2}
     monkeypatch.setenv("MIRRORLAB_BLAS_THREADS", "many")
     with pytest.raises(ValueError, match="MIRRORLAB_BLAS_THREADS='many' is not a positive integer"):
         pin_blas_threads()

@@ -18,6 +18,7 @@ from mirrorlab import __version__
 from mirrorlab.backend.launch import tf_configs
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.sim import SimCluster
+from mirrorlab.trace import Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import backend_programs  # noqa: E402
@@ -113,14 +114,19 @@ def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
     assert "all_reduce(SUM) float32[1000]" in out
 
 
-def test_an_error_on_one_worker_aborts_the_others_with_its_cause():
-    code, out = run_launch(3, "fail_on_worker_1")
+def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path):
+    code, out = run_launch(3, "fail_on_worker_1", MIRRORLAB_FLIGHT_RECORDER_DIR=tmp_path)
     assert code == 1, out
     assert "[worker 1] ValueError: bad batch on worker 1" in out
     for other in (0, 2):
         assert f"[worker {other}] mirrorlab.errors.UnknownError: Collective ops is aborted by: worker 1 " \
                "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out
         assert "failed with ValueError: bad batch on worker 1" in out
+    dumps = {Trace.load(path).meta["worker"]: Trace.load(path) for path in tmp_path.glob("mirrorlab-flight-*.jsonl")}
+    assert sorted(dumps) == [0, 1, 2], out  # every worker wrote its flight recorder
+    assert [(e.op, e.detail, e.status) for e in dumps[1]][-2:] == [("barrier", "strategy creation", "ok"),
+                                                                  ("all_reduce", "SUM", "ok")]
+    assert dumps[0].events[-1].status == "error" and "ValueError: bad batch" in dumps[0].events[-1].error
 
 
 def test_wrong_token_is_refused_with_the_reason():
@@ -211,13 +217,19 @@ def test_a_hung_worker_is_named_by_the_survivors():
     assert "has not answered heartbeats for 1.5 s" in out
 
 
-def test_sigint_to_the_launcher_reaches_every_worker():
-    proc, pids, lines = _start_slow_launch()
+def test_sigint_to_the_launcher_reaches_every_worker(tmp_path):
+    proc, pids, lines = _start_slow_launch(MIRRORLAB_FLIGHT_RECORDER_DIR=tmp_path)
     assert len(pids) == 3, "".join(lines)
+    os.kill(pids[2], signal.SIGUSR1)  # a live worker dumps its flight recorder on request
+    end = time.monotonic() + 10
+    while not list(tmp_path.glob(f"mirrorlab-flight-*-{pids[2]}.jsonl")) and time.monotonic() < end:
+        time.sleep(0.05)
+    requested = Trace.load(next(tmp_path.glob(f"mirrorlab-flight-*-{pids[2]}.jsonl")))
     proc.send_signal(signal.SIGINT)
     out = "".join(lines) + _finish(proc)
     assert proc.returncode in (1, 128 + signal.SIGINT), out
     assert out.count("KeyboardInterrupt") >= 3, out
+    assert requested.meta["dumped_because"] == "SIGUSR1" and len(requested) > 0
 
 
 def test_launch_rejects_bad_arguments(capsys, tmp_path):
