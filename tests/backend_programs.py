@@ -39,6 +39,25 @@ def custom_loop(steps: int = 4) -> dict:
     return {"w": hashlib.sha256(w.numpy().tobytes()).hexdigest(), "losses": [repr(v) for v in losses]}
 
 
+def keras_fit() -> dict:
+    """README's Keras job without the backup: a Sequential model fit on an auto-sharded dataset. The seed is
+    set, as a TF program must for repeatable initial weights (unseeded, every process draws its own)."""
+    tf.keras.utils.set_random_seed(1)
+    rng = np.random.default_rng(0)
+    x_train = rng.standard_normal((256, 16)).astype(np.float32)
+    y_train = np.argmax(x_train @ rng.standard_normal((16, 4)), axis=1)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(64)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(32, activation="relu", input_shape=(16,)),
+                                     tf.keras.layers.Dense(4)])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.01),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    history = model.fit(dataset, epochs=2, verbose=0)
+    weights = b"".join(np.asarray(w).tobytes() for w in model.get_weights())
+    return {"weights": hashlib.sha256(weights).hexdigest(), "loss": [repr(v) for v in history.history["loss"]]}
+
+
 def slow_all_reduce() -> dict:
     """All-reduces for a long time (until killed); prints READY once collectives are running."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()

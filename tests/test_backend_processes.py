@@ -92,6 +92,15 @@ def test_custom_loop_is_bit_identical_to_the_simulator(workers):
     assert len(simulated) == workers
 
 
+def test_keras_fit_on_2_workers_x_2_devices_is_bit_identical_to_the_simulator():
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "2", "--devices-per-worker",
+                             "2", PROGRAMS, "keras_fit"], env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out = _finish(proc)
+    assert proc.returncode == 0, out
+    assert results(out) == SimCluster(workers=2, devices_per_worker=2).run(backend_programs.keras_fit).values()
+
+
 def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "3", PROGRAMS,
                              "slow_all_reduce"], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),

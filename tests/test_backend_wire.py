@@ -28,6 +28,12 @@ def test_message_round_trip_is_bit_exact(array, group):
     assert not out.flags.writeable
 
 
+def test_a_packed_all_reduce_fingerprint_round_trips():
+    packed = Header(4, Fingerprint("all_reduce", "float32", ((4,), (32, 4), ()), "SUM"), 0, 1, "fit")
+    frame = wire.decode(wire.encode_message(0, Message(packed, np.zeros(3, np.float32))))
+    assert frame.message.header == packed
+
+
 def test_abort_and_bye_round_trip():
     notice = AbortNotice.of(2, errors.UnavailableError("worker 1 died"))
     frame = wire.decode(wire.encode_abort(5, notice))

@@ -38,8 +38,12 @@ class Fingerprint:
 
     @staticmethod
     def from_json(data: dict) -> "Fingerprint":
-        return Fingerprint(str(data["op"]), str(data["dtype"]),
-                           tuple(None if d is None else int(d) for d in data["shape"]), str(data["detail"]))
+        return Fingerprint(str(data["op"]), str(data["dtype"]), _shape_from_json(data["shape"]), str(data["detail"]))
+
+
+def _shape_from_json(shape: list) -> tuple:
+    """A shape, or a tuple of shapes (a packed all-reduce's), back from JSON lists."""
+    return tuple(_shape_from_json(d) if isinstance(d, list) else (None if d is None else int(d)) for d in shape)
 
 
 @dataclass(frozen=True)
