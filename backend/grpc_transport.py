@@ -66,9 +66,9 @@ class PeerNode:
         self.peer_state: dict[int, str] = {}  # the last collective each peer reported (heartbeat replies)
         self._last_header: dict[int, Header] = {}  # the last message each peer sent here
         self.local_state: Callable[[], str] = lambda: ""  # where this worker is, for error messages
-        message_bytes = limits.max_bytes + limits.max_header_bytes
-        self._channel_options = [("grpc.max_send_message_length", message_bytes),
-                                 ("grpc.max_receive_message_length", message_bytes)]
+        item_bytes = wire.CHUNK_BYTES + 1  # one piece and its flag: gRPC refuses anything longer unread
+        self._channel_options = [("grpc.max_send_message_length", item_bytes),
+                                 ("grpc.max_receive_message_length", item_bytes)]
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2 * self.size + 8, thread_name_prefix="mirrorlab-rpc"),
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
                                    options=self._channel_options)
@@ -233,7 +233,8 @@ class _Outgoing:
             yield frame
 
     def put(self, frame: bytes) -> None:
-        self._queue.put(frame)
+        for piece in wire.split(frame):
+            self._queue.put(piece)
 
     def finish(self) -> None:
         self._queue.put(None)
@@ -271,8 +272,11 @@ class _Handler(grpc.GenericRpcHandler):
         node, src = self.node, -1
         try:
             src = node.caller_rank(dict(context.invocation_metadata()))
-            for raw in frames:
-                node.accept(src, wire.decode(raw, node.limits))
+            pieces = wire.Reassembler(node.limits)
+            for item in frames:
+                frame = pieces.feed(item)
+                if frame is not None:
+                    node.accept(src, wire.decode(frame, node.limits))
         except wire.WireError as exc:
             text = f"{node.label(node.rank)} refused a frame from worker {src}: {exc}"
             log.warning("%s", text)

@@ -20,13 +20,15 @@ import numpy as np
 from mirrorlab.collective.message import AbortNotice, Header, Message
 
 __all__ = ["WireError", "WireLimits", "Frame", "encode_message", "encode_abort", "encode_bye", "decode",
-           "MAGIC", "ALLOWED_DTYPES"]
+           "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES"]
 
 MAGIC = b"MLW1"
 _PREFIX = struct.Struct(">4sI")
 ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                   "float16", "float32", "float64", "complex64", "complex128")
 KINDS = ("message", "abort", "bye")
+CHUNK_BYTES = 1 << 20  # a frame travels as pieces of at most this size, so large tensors stream (pipelined)
+_MORE, _LAST = b"\x00", b"\x01"
 
 
 class WireError(ValueError):
@@ -129,3 +131,34 @@ def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:
     array = array.astype(np.dtype(dtype), copy=False)  # native byte order (a no-op on little-endian hosts)
     array.flags.writeable = False
     return Frame(kind, group, message=Message(header, array))
+
+
+def split(frame: bytes, chunk: int = CHUNK_BYTES) -> list[bytes]:
+    """The stream items of ``frame``: pieces of at most ``chunk`` bytes, each after a flag byte (last or not)."""
+    view = memoryview(frame)
+    starts = range(0, max(len(frame), 1), chunk)
+    return [(_LAST if start + chunk >= len(frame) else _MORE) + view[start:start + chunk] for start in starts]
+
+
+class Reassembler:
+    """Joins one stream's items back into frames, refusing a frame past ``limits.max_bytes`` before keeping it."""
+
+    def __init__(self, limits: WireLimits = WireLimits()) -> None:
+        self.limits = limits
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, item: bytes) -> bytes | None:
+        """The whole frame when ``item`` is its last piece, else None."""
+        flag = item[:1]
+        if flag not in (_MORE, _LAST):
+            raise WireError(f"stream item starts with {flag!r}, not a piece flag (0 or 1)")
+        self._size += len(item) - 1
+        if self._size > self.limits.max_bytes:
+            raise WireError(f"frame of more than {self.limits.max_bytes} bytes exceeds the limit")
+        self._parts.append(item[1:])
+        if flag == _MORE:
+            return None
+        frame = b"".join(self._parts)
+        self._parts, self._size = [], 0
+        return frame

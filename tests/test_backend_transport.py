@@ -91,6 +91,15 @@ def test_ring_all_reduce_runs_unchanged_over_grpc(cluster_factory):
     np.testing.assert_allclose(results[0], sum(inputs), rtol=1e-6)
 
 
+def test_a_tensor_larger_than_a_grpc_message_streams_in_pieces(cluster_factory):
+    c = cluster_factory(2)
+    big = np.arange(3 * wire.CHUNK_BYTES // 8, dtype=np.float64)  # 3 MiB: three pieces
+    header = Header(1, Fingerprint("broadcast", "float64", big.shape, "root 0"), 0, 0, "test")
+    GrpcTransport(c.nodes[0], 0).send(1, Message(header, big))
+    got = GrpcTransport(c.nodes[1], 0).recv(0, time.monotonic() + 20)
+    assert got.header == header and got.payload.tobytes() == big.tobytes()
+
+
 def test_device_count_mismatch_fails_both_sides_with_one_message(cluster_factory):
     c = cluster_factory(2, devices=[1, 2])
     out = c.all(lambda r: c.rendezvous[r].wait(10))
@@ -149,7 +158,7 @@ def test_malformed_frame_is_refused_and_the_server_keeps_serving(cluster_factory
         send(iter([b"anything"]), metadata=((TOKEN_KEY, "wrong"), (RANK_KEY, "1")), timeout=5)
     assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
     header = Header(1, Fingerprint("barrier"), 0, 1, "test")
-    send(iter([wire.encode_message(0, Message(header, np.ones(3, np.int32)))]), metadata=meta, timeout=5)
+    send(iter(wire.split(wire.encode_message(0, Message(header, np.ones(3, np.int32))))), metadata=meta, timeout=5)
     assert node.recv(0, 1, time.monotonic() + 5).payload.tolist() == [1, 1, 1]
 
 

@@ -86,3 +86,22 @@ def test_refused_dtype_and_rank():
 def test_object_arrays_are_never_sent():
     with pytest.raises(wire.WireError, match="cannot send dtype object"):
         wire.encode_message(0, Message(HEADER, np.array([object()])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(frame=st.binary(max_size=300), chunk=st.integers(1, 64))
+def test_split_pieces_reassemble_into_the_frame(frame, chunk):
+    pieces = wire.split(frame, chunk)
+    assert all(len(p) <= chunk + 1 for p in pieces)
+    joiner = wire.Reassembler()
+    assert [joiner.feed(p) for p in pieces] == [None] * (len(pieces) - 1) + [frame]
+
+
+def test_reassembly_refuses_a_frame_past_the_limit_and_unflagged_items():
+    joiner = wire.Reassembler(wire.WireLimits(max_bytes=100))
+    pieces = wire.split(bytes(250), 60)
+    with pytest.raises(wire.WireError, match="more than 100 bytes exceeds the limit"):
+        for piece in pieces:
+            joiner.feed(piece)
+    with pytest.raises(wire.WireError, match="not a piece flag"):
+        wire.Reassembler().feed(b"MLW1")
