@@ -58,6 +58,30 @@ def keras_fit() -> dict:
     return {"weights": hashlib.sha256(weights).hexdigest(), "loss": [repr(v) for v in history.history["loss"]]}
 
 
+def preemptible(directory: str, steps: str = "60") -> dict:
+    """A checkpointed loop under PreemptionCheckpointHandler: SIGTERM to any worker makes every worker save and exit
+    42; a restart resumes from the saved step. Prints READY (with its pid) after its 3rd step."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        w = tf.Variable(np.ones(3, np.float32))
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, tf.train.Checkpoint(w=w), os.path.join(directory, "ckpt"))
+    start = int(handler.total_run_calls)
+
+    def step(k):
+        def replica(x):
+            tf.distribute.get_replica_context().all_reduce("sum", x)
+            w.assign(w * 0.9 + x)
+        strategy.run(replica, args=(np.float32(k),))
+
+    for k in range(start, int(steps)):
+        handler.run(step, k)
+        if k == start + 2:
+            print("READY pid", os.getpid(), flush=True)
+        time.sleep(0.02)
+    return {"start": start, "w": w.numpy().tolist()}
+
+
 def slow_all_reduce() -> dict:
     """All-reduces for a long time (until killed); prints READY once collectives are running."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -82,5 +106,5 @@ def fail_on_worker_1() -> dict:
 
 
 if __name__ == "__main__":
-    result = globals()[sys.argv[1]]()
+    result = globals()[sys.argv[1]](*sys.argv[2:])
     print("RESULT", json.dumps(result), "pid", os.getpid(), flush=True)

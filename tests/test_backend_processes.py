@@ -51,10 +51,10 @@ def _finish(proc, timeout=LIMIT, dump=False):
         pytest.fail(f"process {proc.args} did not end within {timeout} s; its output:\n{out[-8000:]}")
 
 
-def run_launch(workers, program, **env):
-    """(exit code, output) of ``mirrorlab launch --workers N backend_programs.py PROGRAM``."""
+def run_launch(workers, program, _args=(), **env):
+    """(exit code, output) of ``mirrorlab launch --workers N backend_programs.py PROGRAM ARGS...``."""
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", str(workers), PROGRAMS,
-                             program], env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             program, *_args], env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = _finish(proc)
     return proc.returncode, out
 
@@ -248,3 +248,27 @@ def test_launch_rejects_bad_arguments(capsys, tmp_path):
     assert "--workers=0: need at least 1" in capsys.readouterr().err
     assert main(["launch", "--workers", "2", str(tmp_path / "missing.py")]) == 2
     assert "script" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # two launches
+def test_sigterm_to_one_worker_makes_all_save_and_exit_42_and_the_restart_resumes(tmp_path):
+    job = str(tmp_path / "job")
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "2", PROGRAMS, "preemptible",
+                             job], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, end = [], time.monotonic() + LIMIT
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("[worker 1] READY pid "):
+                os.kill(int(line.split()[-1]), signal.SIGTERM)  # a real preemption notice to one worker
+                break
+            assert time.monotonic() < end, "workers never got ready"
+    finally:
+        out = "".join(lines) + _finish(proc)
+    assert proc.returncode == 42, out
+    assert sorted(os.listdir(job)) == ["ckpt"]  # the chief's checkpoint; the other worker's temp copy is gone
+    code, out = run_launch(2, "preemptible", _args=[job])
+    assert code == 0, out
+    restarted = results(out)
+    plain = SimCluster(workers=2).run(backend_programs.preemptible, str(tmp_path / "plain")).values()
+    assert restarted[0]["start"] > 0 and [r["w"] for r in restarted] == [p["w"] for p in plain]
