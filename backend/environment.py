@@ -16,11 +16,12 @@ from collections.abc import Sequence
 
 from mirrorlab import errors
 from mirrorlab._version import __version__
-from mirrorlab.cluster import ClusterSpec
+from mirrorlab.cluster import ClusterSpec, TFConfigClusterResolver, id_in_cluster
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.runtime.base import WorkerRuntime
 from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.runtime.local import LocalEnvironment
+from mirrorlab.runtime.seeds import op_seed
 
 from .flight_recorder import FlightRecorder
 from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
@@ -44,6 +45,7 @@ class BackendEnvironment(LocalEnvironment):
         self._groups = 0
         self.communicators: list[Communicator] = []
         self.recorder: FlightRecorder | None = None
+        self._op_seeds = 0
 
     def default_device_type(self) -> tuple[str, int]:
         count = devices_per_worker()
@@ -86,6 +88,14 @@ class BackendEnvironment(LocalEnvironment):
         rendezvous.wait(settings.rendezvous_timeout)
         heartbeats.start()
         self._heartbeats = heartbeats
+
+    def next_op_seed(self) -> int:
+        """A seed for an op created without one: the simulator's rule for this worker, so results match it."""
+        with self._lock:
+            self._op_seeds += 1
+            count = self._op_seeds
+        resolver = TFConfigClusterResolver()
+        return op_seed(id_in_cluster(resolver.cluster_spec(), resolver.task_type, resolver.task_id), count)
 
     def describe_state(self) -> str:
         """Where this worker is: the collective it waits in, else the last it finished."""

@@ -82,6 +82,12 @@ def preemptible(directory: str, steps: str = "60") -> dict:
     return {"start": start, "w": w.numpy().tolist()}
 
 
+def unseeded_shuffle() -> dict:
+    """One epoch of a dataset shuffled without a seed, on each worker (no strategy needed)."""
+    dataset = tf.data.Dataset.range(32).shuffle(32).batch(8)
+    return {"batches": [batch.numpy().tolist() for batch in dataset]}
+
+
 def slow_all_reduce() -> dict:
     """All-reduces for a long time (until killed); prints READY once collectives are running."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()

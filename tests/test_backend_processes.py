@@ -101,6 +101,12 @@ def test_keras_fit_on_2_workers_x_2_devices_is_bit_identical_to_the_simulator():
     assert results(out) == SimCluster(workers=2, devices_per_worker=2).run(backend_programs.keras_fit).values()
 
 
+def test_unseeded_shuffles_match_the_simulator():
+    code, out = run_launch(2, "unseeded_shuffle")
+    assert code == 0, out
+    assert results(out) == SimCluster(workers=2).run(backend_programs.unseeded_shuffle).values()
+
+
 def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "3", PROGRAMS,
                              "slow_all_reduce"], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
