@@ -4,6 +4,7 @@ starts, SIGTERM while waiting) ends the workers with the named error. Every proc
 only the processes a test started are signalled."""
 
 import json
+import random
 import os
 import signal
 import socket
@@ -278,3 +279,21 @@ def test_sigterm_to_one_worker_makes_all_save_and_exit_42_and_the_restart_resume
     restarted = results(out)
     plain = SimCluster(workers=2).run(backend_programs.preemptible, str(tmp_path / "plain")).values()
     assert restarted[0]["start"] > 0 and [r["w"] for r in restarted] == [p["w"] for p in plain]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kill_9_at_random_points_always_names_the_killed_worker(seed):
+    rng = random.Random(seed)
+    victim = rng.randrange(3)
+    proc, pids, lines = _start_slow_launch(MIRRORLAB_HEARTBEAT_TIMEOUT=2)
+    try:
+        assert len(pids) == 3, "".join(lines)
+        time.sleep(rng.uniform(0, 0.5))
+        os.kill(pids[victim], signal.SIGKILL)
+    finally:
+        out = "".join(lines) + _finish(proc)
+    assert proc.returncode == 128 + signal.SIGKILL, out
+    for survivor in set(range(3)) - {victim}:
+        assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker " \
+               f"{victim} (/job:worker/replica:0/task:{victim} at 127.0.0.1:" in out, out
