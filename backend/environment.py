@@ -111,7 +111,8 @@ class BackendEnvironment(LocalEnvironment):
         """Abort every group on every peer with this worker's unhandled error, and dump the flight recorder."""
         if self._node is None:
             return
-        self.recorder.dump(f"{type(exc).__name__} on this worker")
+        if len(self.recorder):  # a worker that failed before any collective has nothing to show
+            self.recorder.dump(f"{type(exc).__name__} on this worker")
         if isinstance(exc, errors.OpError):
             error = exc
         else:

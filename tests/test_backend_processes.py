@@ -28,8 +28,18 @@ PROGRAMS = str(Path(__file__).parent / "backend_programs.py")
 LIMIT = 60  # no test process may outlive this many seconds
 
 
+@pytest.fixture(autouse=True)
+def _recorder_dir(tmp_path, monkeypatch):
+    """Flight recorders that a test does not look at go to its own temp dir, not the system's."""
+    monkeypatch.setitem(_DEFAULTS, "MIRRORLAB_FLIGHT_RECORDER_DIR", str(tmp_path))
+
+
+_DEFAULTS: dict = {}
+
+
 def _env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIRRORLAB_") and k != "TF_CONFIG"}
+    env.update(_DEFAULTS)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
