@@ -70,11 +70,12 @@ def run_launch(workers, program, _args=(), **env):
     return proc.returncode, out
 
 
-def run_workers(worker_envs, program, preludes=None, ports=None):
+def run_workers(worker_envs, program, preludes=None, ports=None, configs=None):
     """Start one worker process per entry of ``worker_envs`` (its extra environment; ``preludes[i]``: Python run
-    first) of a cluster of ``len(ports)`` workers; returns each one's (exit code, output)."""
+    first) of a cluster of ``len(ports)`` workers (or with the given TF_CONFIGs); returns each one's (exit code,
+    output)."""
     ports = ports or free_ports(len(worker_envs))
-    configs = tf_configs([f"127.0.0.1:{p}" for p in ports])
+    configs = configs or tf_configs([f"127.0.0.1:{p}" for p in ports])
     run = ("import faulthandler, signal\nfaulthandler.register(signal.SIGUSR2)\n"  # a hang shows its stacks
            f"import runpy, sys\nsys.argv = [{PROGRAMS!r}, {program!r}]\nrunpy.run_path({PROGRAMS!r}, run_name='__main__')")
     procs = [subprocess.Popen([sys.executable, "-c", (preludes[i] if preludes else "") + "\n" + run],
@@ -110,6 +111,16 @@ def test_keras_fit_on_2_workers_x_2_devices_is_bit_identical_to_the_simulator():
     out = _finish(proc)
     assert proc.returncode == 0, out
     assert results(out) == SimCluster(workers=2, devices_per_worker=2).run(backend_programs.keras_fit).values()
+
+
+def test_a_chief_and_a_worker_match_the_simulated_cluster_with_a_chief():
+    ports = free_ports(2)
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
+    configs = [json.dumps({"cluster": cluster, "task": {"type": t, "index": 0}}) for t in ("chief", "worker")]
+    outs = run_workers([{"MIRRORLAB_CLUSTER_TOKEN": "t"}] * 2, "custom_loop", configs=configs)
+    assert [code for code, _ in outs] == [0, 0], outs
+    got = [json.loads(out.split("RESULT ", 1)[1].rsplit(" pid ", 1)[0]) for _, out in outs]
+    assert got == SimCluster(workers=2, chief=True).run(backend_programs.custom_loop).values()
 
 
 def test_unseeded_shuffles_match_the_simulator():
