@@ -73,7 +73,7 @@ class BackendEnvironment(LocalEnvironment):
     def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
         settings = BackendSettings.from_environ()
         addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
-        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host)
+        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls)
         node.local_state = self.describe_state
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
         facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads())

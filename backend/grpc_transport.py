@@ -25,6 +25,7 @@ from mirrorlab.collective.message import RESTART_HINT, AbortNotice, Header, Mess
 from mirrorlab.collective.transport import Transport
 
 from . import wire
+from .tls import TlsFiles
 
 __all__ = ["PeerNode", "GrpcTransport", "SERVICE", "TOKEN_KEY", "RANK_KEY"]
 
@@ -45,12 +46,14 @@ class PeerNode:
     """This process's gRPC endpoint: rank ``rank`` of ``len(addresses)`` workers named ``names``."""
 
     def __init__(self, rank: int, names: Sequence[str], addresses: Sequence[str], token: str,
-                 bind_host: str | None = None, limits: wire.WireLimits = wire.WireLimits()) -> None:
+                 bind_host: str | None = None, limits: wire.WireLimits = wire.WireLimits(),
+                 tls: TlsFiles | None = None) -> None:
         self.rank = rank
         self.size = len(addresses)
         self.names = list(names)
         self.addresses = list(addresses)
         self.limits = limits
+        self._tls = tls
         self._token = token
         self._metadata = ((TOKEN_KEY, token), (RANK_KEY, str(rank)))
         self._bind = _bind_address(addresses[rank], bind_host)
@@ -86,7 +89,8 @@ class PeerNode:
     def start(self) -> None:
         """Bind this task's address and start serving; a taken port names the task and the fix."""
         try:
-            port = self._server.add_insecure_port(self._bind)
+            port = (self._server.add_secure_port(self._bind, self._tls.server_credentials()) if self._tls
+                    else self._server.add_insecure_port(self._bind))
         except RuntimeError:
             port = 0
         if port == 0:
@@ -95,6 +99,10 @@ class PeerNode:
                 "this machine's. Fix: give this task a free port of this machine in TF_CONFIG, or stop the process "
                 "that holds it (is another worker running with the same task index?).")
         self._server.start()
+
+    @property
+    def uses_tls(self) -> bool:
+        return self._tls is not None
 
     def token_ok(self, metadata: dict) -> bool:
         return hmac.compare_digest(str(metadata.get(TOKEN_KEY, "")).encode(), self._token.encode())
@@ -124,7 +132,9 @@ class PeerNode:
     def channel(self, peer: int) -> grpc.Channel:
         with self._cond:
             if peer not in self._channels:
-                self._channels[peer] = grpc.insecure_channel(self.addresses[peer], options=self._channel_options)
+                address, options = self.addresses[peer], self._channel_options
+                self._channels[peer] = (grpc.secure_channel(address, self._tls.channel_credentials(), options)
+                                        if self._tls else grpc.insecure_channel(address, options))
             return self._channels[peer]
 
     def call(self, peer: int, name: str, request: bytes, timeout: float) -> bytes:

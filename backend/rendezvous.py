@@ -143,7 +143,9 @@ class Rendezvous:
         missing = "\n".join(f"  {node.label(p)}" for p in pending)
         refused = (f"\n{len(node.refused)} call(s) to this worker were refused for a wrong cluster token: is a "
                    "worker started with another MIRRORLAB_CLUSTER_TOKEN?" if node.refused else "")
+        tls = ("\nTLS is on: a worker without TLS, or whose certificate is not signed by MIRRORLAB_TLS_CA (or does "
+               "not name its host), cannot connect." if node.uses_tls else "")
         return errors.UnavailableError(
             f"Rendezvous failed: {node.label(node.rank)} waited {timeout:g} s for these workers, which never "
-            f"answered:\n{missing}{refused}\nFix: start every task of TF_CONFIG's cluster, check the addresses and "
+            f"answered:\n{missing}{refused}{tls}\nFix: start every task of TF_CONFIG's cluster, check the addresses and "
             "firewalls, or raise MIRRORLAB_RENDEZVOUS_TIMEOUT if they start slowly.")

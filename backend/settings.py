@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .tls import TlsFiles
+
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
@@ -18,13 +20,14 @@ DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
 
 @dataclass(frozen=True)
 class BackendSettings:
-    """Cluster token, rendezvous window and heartbeat timeout (seconds), and an optional bind host that
-    replaces the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container)."""
+    """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
+    the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), and optional TLS files."""
 
     token: str
     rendezvous_timeout: float = 60.0
     heartbeat_timeout: float = 5.0
     bind_host: str | None = None
+    tls: TlsFiles | None = None
 
     @staticmethod
     def from_environ(environ: Mapping[str, str] = os.environ) -> "BackendSettings":
@@ -35,7 +38,7 @@ class BackendSettings:
                              "cluster token. Fix: start the workers with `mirrorlab launch` (it makes one), or set "
                              f"{TOKEN_VAR} to the same random string on every worker.")
         return BackendSettings(token, _seconds(environ, RENDEZVOUS_VAR, 60.0), _seconds(environ, HEARTBEAT_VAR, 5.0),
-                               environ.get(BIND_VAR) or None)
+                               environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ))
 
 
 def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:

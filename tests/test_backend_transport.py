@@ -1,5 +1,7 @@
 """The gRPC transport, rendezvous and heartbeats between in-process nodes on loopback (bounded waits)."""
 
+import shutil
+import subprocess
 import threading
 import time
 
@@ -13,6 +15,7 @@ from mirrorlab.backend.grpc_transport import RANK_KEY, SERVICE, TOKEN_KEY, GrpcT
 from mirrorlab.backend.liveness import Heartbeats
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.backend.rendezvous import Rendezvous, WorkerFacts
+from mirrorlab.backend.tls import TlsFiles
 from mirrorlab.collective.allreduce_ring import allreduce_ring
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.collective.message import Fingerprint, Header, Message
@@ -27,10 +30,11 @@ def facts(rank, devices=1, version="0.1.0"):
 class Cluster:
     """``n`` started nodes on loopback; ``tokens``/``devices`` per rank; closes them all afterwards."""
 
-    def __init__(self, n, tokens=None, devices=None, versions=None, heartbeat=None):
+    def __init__(self, n, tokens=None, devices=None, versions=None, heartbeat=None, tls=None):
         addresses = [f"127.0.0.1:{p}" for p in free_ports(n)]
         names = [f"/job:worker/replica:0/task:{r}" for r in range(n)]
-        self.nodes = [PeerNode(r, names, addresses, (tokens or [TOKEN] * n)[r]) for r in range(n)]
+        self.nodes = [PeerNode(r, names, addresses, (tokens or [TOKEN] * n)[r], tls=(tls or [None] * n)[r])
+                      for r in range(n)]
         self.rendezvous = [Rendezvous(node, facts(r, (devices or [1] * n)[r], (versions or ["0.1.0"] * n)[r]))
                            for r, node in enumerate(self.nodes)]
         self.heartbeats = [Heartbeats(node, heartbeat, lambda: "in test") for node in self.nodes] if heartbeat else []
@@ -173,3 +177,48 @@ def test_a_silent_peer_is_named_within_the_heartbeat_timeout(cluster_factory):
     assert time.monotonic() - started < 3
     assert "worker 1 (/job:worker/replica:0/task:1 at" in str(info.value)
     assert "has not answered heartbeats for 0.5 s" in str(info.value)
+
+
+def _certificates(folder, name, ca=None):
+    """A test CA (when ``ca`` is None) or a leaf certificate for 127.0.0.1 signed by ``ca``, made with openssl."""
+    key, cert = folder / f"{name}.key", folder / f"{name}.pem"
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key)]
+    if ca is None:
+        subprocess.run(["openssl", "req", "-x509", *ec, "-out", str(cert), "-days", "1", "-subj", f"/CN={name}"],
+                       check=True, capture_output=True, timeout=30)
+    else:
+        csr, ext = folder / f"{name}.csr", folder / f"{name}.ext"
+        ext.write_text("subjectAltName=IP:127.0.0.1\n")
+        subprocess.run(["openssl", "req", *ec, "-out", str(csr), "-subj", f"/CN={name}"], check=True,
+                       capture_output=True, timeout=30)
+        subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca[1]), "-CAkey", str(ca[0]),
+                        "-CAcreateserial", "-out", str(cert), "-days", "1", "-extfile", str(ext)], check=True,
+                       capture_output=True, timeout=30)
+    return key, cert
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make test certificates")
+def test_mutual_tls_carries_collectives_and_refuses_a_foreign_certificate(cluster_factory, tmp_path):
+    ca, other_ca = _certificates(tmp_path, "ca"), _certificates(tmp_path, "other-ca")
+    files = []
+    for name, signer in (("w0", ca), ("w1", ca), ("stranger", other_ca)):
+        key, cert = _certificates(tmp_path, name, signer)
+        env = {"MIRRORLAB_TLS_CERT": str(cert), "MIRRORLAB_TLS_KEY": str(key), "MIRRORLAB_TLS_CA": str(signer[1])}
+        files.append(TlsFiles.from_environ(env))
+    c = cluster_factory(2, tls=files[:2])
+    assert c.all(lambda r: c.rendezvous[r].wait(10)) == [None, None]
+    header = Header(1, Fingerprint("barrier"), 0, 0, "test")
+    GrpcTransport(c.nodes[0], 0).send(1, Message(header, np.arange(4)))
+    assert GrpcTransport(c.nodes[1], 0).recv(0, time.monotonic() + 10).payload.tolist() == [0, 1, 2, 3]
+    mixed = cluster_factory(2, tls=[files[0], files[2]])  # a certificate from another CA never gets in
+    out = mixed.all(lambda r: mixed.rendezvous[r].wait(1.0))
+    assert all(isinstance(e, errors.UnavailableError) and "MIRRORLAB_TLS_CA" in str(e) for e in out), out
+
+
+def test_tls_settings_need_all_three_files(tmp_path):
+    with pytest.raises(ValueError, match="not set: MIRRORLAB_TLS_KEY, MIRRORLAB_TLS_CA"):
+        TlsFiles.from_environ({"MIRRORLAB_TLS_CERT": "c.pem"})
+    with pytest.raises(ValueError, match="MIRRORLAB_TLS_CERT=.*cannot be read"):
+        TlsFiles.from_environ({name: str(tmp_path / "missing.pem") for name in
+                               ("MIRRORLAB_TLS_CERT", "MIRRORLAB_TLS_KEY", "MIRRORLAB_TLS_CA")})
+    assert TlsFiles.from_environ({}) is None
