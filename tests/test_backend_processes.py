@@ -318,3 +318,20 @@ def test_kill_9_at_random_points_always_names_the_killed_worker(seed):
     for survivor in set(range(3)) - {victim}:
         assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker " \
                f"{victim} (/job:worker/replica:0/task:{victim} at 127.0.0.1:" in out, out
+
+
+def test_kill_9_during_rendezvous_ends_the_others_within_the_window():
+    ports = free_ports(3)
+    configs = tf_configs([f"127.0.0.1:{p}" for p in ports])
+    env = dict(MIRRORLAB_CLUSTER_TOKEN="t", MIRRORLAB_RENDEZVOUS_TIMEOUT=2)
+    procs = [subprocess.Popen([sys.executable, PROGRAMS, "custom_loop"], env=_env(TF_CONFIG=configs[i], **env),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    end = time.monotonic() + LIMIT
+    while not _listening(ports[1]):  # worker 1 is up and in its rendezvous (worker 2 never starts)
+        assert procs[1].poll() is None and time.monotonic() < end, "worker 1 did not start serving"
+        time.sleep(0.05)
+    procs[1].kill()
+    out = _finish(procs[0])
+    _finish(procs[1])
+    assert procs[0].returncode == 1 and "UnavailableError: Rendezvous failed" in out, out
+    assert f"worker 2 (/job:worker/replica:0/task:2 at 127.0.0.1:{ports[2]})" in out
