@@ -6,6 +6,7 @@ import threading
 import time
 
 import grpc
+from hypothesis import given, settings, strategies as st
 import numpy as np
 import pytest
 
@@ -222,3 +223,30 @@ def test_tls_settings_need_all_three_files(tmp_path):
         TlsFiles.from_environ({name: str(tmp_path / "missing.pem") for name in
                                ("MIRRORLAB_TLS_CERT", "MIRRORLAB_TLS_KEY", "MIRRORLAB_TLS_CA")})
     assert TlsFiles.from_environ({}) is None
+
+
+@pytest.fixture(scope="module")
+def lone_node():
+    """One started node (rank 0 of 2) that a test feeds frames to directly."""
+    names = [f"/job:worker/replica:0/task:{r}" for r in range(2)]
+    node = PeerNode(0, names, [f"127.0.0.1:{p}" for p in free_ports(2)], TOKEN)
+    node.start()
+    yield node
+    node._closing = True
+    node._server.stop(0).wait()
+
+
+@settings(max_examples=25, deadline=None)
+@given(junk=st.lists(st.binary(max_size=64), min_size=1, max_size=3) | st.integers(1, 60).map(
+    lambda cut: [wire.encode_message(0, Message(Header(1, Fingerprint("barrier"), 0, 1, "t"), np.ones(4)))[:cut]]))
+def test_random_and_truncated_frames_get_an_error_reply_and_the_server_keeps_serving(lone_node, junk):
+    meta = ((TOKEN_KEY, TOKEN), (RANK_KEY, "1"))
+    items = [b"\x01" + j for j in junk]  # last-piece flag, so each item is decoded as a whole frame
+    header = Header(7, Fingerprint("barrier"), 0, 1, "t")
+    with grpc.insecure_channel(lone_node.addresses[0]) as channel:
+        send = channel.stream_unary(f"/{SERVICE}/Send")
+        with pytest.raises(grpc.RpcError) as info:
+            send(iter(items), metadata=meta, timeout=5)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "refused a frame" in info.value.details()
+        send(iter(wire.split(wire.encode_message(3, Message(header, np.arange(2))))), metadata=meta, timeout=5)
+    assert lone_node.recv(3, 1, time.monotonic() + 5).header == header
