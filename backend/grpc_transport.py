@@ -74,7 +74,7 @@ class PeerNode:
                                  ("grpc.max_receive_message_length", item_bytes)]
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2 * self.size + 8, thread_name_prefix="mirrorlab-rpc"),
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
-                                   options=self._channel_options)
+                                   options=[*self._channel_options, ("grpc.so_reuseport", 0)])  # a taken port fails
 
     def label(self, rank: int) -> str:
         """``worker 1 (/job:worker/replica:0/task:1 at 127.0.0.1:4000)``."""

@@ -105,6 +105,13 @@ def test_a_tensor_larger_than_a_grpc_message_streams_in_pieces(cluster_factory):
     assert got.header == header and got.payload.tobytes() == big.tobytes()
 
 
+def test_a_taken_port_is_named_with_the_fix(cluster_factory):
+    c = cluster_factory(2)
+    twin = PeerNode(0, c.nodes[0].names, c.nodes[0].addresses, TOKEN)
+    with pytest.raises(errors.UnavailableError, match="could not listen on 127.0.0.1:.*same task index"):
+        twin.start()
+
+
 def test_device_count_mismatch_fails_both_sides_with_one_message(cluster_factory):
     c = cluster_factory(2, devices=[1, 2])
     out = c.all(lambda r: c.rendezvous[r].wait(10))
