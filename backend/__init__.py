@@ -1,5 +1,5 @@
-"""The real multi-process backend (one process per worker, gRPC between them).
+"""The real multi-process backend: one process per worker, gRPC between them (see docs/backend.md).
 
-Not part of this release yet: a program whose TF_CONFIG names several workers runs on
-``mirrorlab.sim.SimCluster`` for now.
+A process whose TF_CONFIG names a multi-worker cluster gets ``environment.BackendEnvironment`` as its
+default environment; ``mirrorlab launch`` (``launch.py``) starts such processes on one machine.
 """

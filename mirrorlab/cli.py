@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from mirrorlab.backend import launch
 from mirrorlab.diagnostics import cli as diagnostics_cli
 from mirrorlab.diagnostics import preflight_cli, trace_cli
 
@@ -30,6 +31,7 @@ def _parser() -> OneLineErrorParser:
     preflight_cli.register(commands)
     trace_cli.register(commands)
     scenario_command.register(commands)
+    launch.register(commands)
     return parser
 
 

@@ -19,6 +19,7 @@ from mirrorlab import errors
 from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import FIX_DESYNC
 from mirrorlab.runtime import bind_environment
+from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.trace import Trace
 
 from .environ import environ_overlay
@@ -226,6 +227,7 @@ class SimRun:
         self.replay_line = f"mirrorlab.sim.{config.constructor()}.run({target})"
 
     def execute(self) -> RunResult:
+        pin_blas_threads()  # as a real worker does, so both compute the same bits
         for w in range(len(self.tasks)):
             self.threads.append(self.scheduler.spawn(f"worker {w}", lambda w=w: self._worker_main(w), owner=w))
         with environ_overlay(), self.random_states:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 
 from mirrorlab import errors
 from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.runtime import Environment, WorkerRuntime
+from mirrorlab.runtime.seeds import op_seed
 
 from .faults import Crash, Preempt, Slow
 from .network import SimTransport
@@ -146,7 +146,7 @@ class SimWorkerEnv(Environment):
         """A seed for an op created without one (a shuffle, an initializer): distinct per worker and op, and
         independent of the scheduling seed, so a program computes the same under every interleaving."""
         self._op_seeds += 1
-        return int(np.random.SeedSequence([self.worker, self._op_seeds]).generate_state(1, np.uint64)[0] >> 1)
+        return op_seed(self.worker, self._op_seeds)
 
     def close(self) -> None:
         for runtime in self.runtimes:

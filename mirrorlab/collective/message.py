@@ -38,8 +38,12 @@ class Fingerprint:
 
     @staticmethod
     def from_json(data: dict) -> "Fingerprint":
-        return Fingerprint(str(data["op"]), str(data["dtype"]),
-                           tuple(None if d is None else int(d) for d in data["shape"]), str(data["detail"]))
+        return Fingerprint(str(data["op"]), str(data["dtype"]), _shape_from_json(data["shape"]), str(data["detail"]))
+
+
+def _shape_from_json(shape: list) -> tuple:
+    """A shape, or a tuple of shapes (a packed all-reduce's), back from JSON lists."""
+    return tuple(_shape_from_json(d) if isinstance(d, list) else (None if d is None else int(d)) for d in shape)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Message:
 
 
 RESTART_HINT = "The error could be from a previous operation. Restart your program to reset."
+ABORT_PREFIX = "Collective ops is aborted by: "
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,11 @@ class AbortNotice:
 
     @staticmethod
     def of(sender: int, error: errors.OpError) -> "AbortNotice":
-        """The notice for ``error``, worded as TF words an aborted collective."""
-        return AbortNotice(sender, type(error).__name__,
-                           f"Collective ops is aborted by: {error.message}\n{RESTART_HINT}")
+        """The notice for ``error``, worded as TF words an aborted collective (once: an abort passed on keeps
+        its words)."""
+        text = error.message if error.message.startswith(ABORT_PREFIX) else (
+            f"{ABORT_PREFIX}{error.message}\n{RESTART_HINT}")
+        return AbortNotice(sender, type(error).__name__, text)
 
     def to_error(self) -> errors.OpError:
         """The error a peer raises; only mirrorlab's OpError classes are ever instantiated."""

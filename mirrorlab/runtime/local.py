@@ -19,18 +19,21 @@ def count_gpus() -> int:
 
 
 class LocalEnvironment(Environment):
-    """Runs strategies in this process; multi-worker clusters need the real backend or a SimCluster."""
+    """Runs strategies in this process; a multi-worker cluster given by an explicit resolver is handed to the
+    real backend (a process whose TF_CONFIG names one gets the backend environment from the start)."""
+
+    _backend: Environment | None = None
 
     def local_runtime(self, devices: Sequence[str]) -> WorkerRuntime:
         return WorkerRuntime(Communicator(0, 1, ["/job:localhost/replica:0/task:0"], None), devices)
 
     def cluster_runtime(self, cluster_spec: ClusterSpec, task_type: str, task_id: int, rank: int,
                         names: Sequence[str], rpc_layer: str | None) -> WorkerRuntime:
-        raise RuntimeError(
-            f"TF_CONFIG describes a cluster of {len(names)} workers ({task_type}:{task_id} is this task), but "
-            "this process is not a simulated worker and this mirrorlab version has no real multi-process "
-            "backend yet. Fix: run the program on a simulated cluster, "
-            "`mirrorlab.sim.SimCluster(workers=N).run(program)`, or unset TF_CONFIG for single-worker mode.")
+        if self._backend is None:
+            from mirrorlab.backend.environment import BackendEnvironment
+
+            self._backend = BackendEnvironment()
+        return self._backend.cluster_runtime(cluster_spec, task_type, task_id, rank, names, rpc_layer)
 
     def default_device_type(self) -> tuple[str, int]:
         gpus = count_gpus()

@@ -1,0 +1,151 @@
+"""The real backend's ``Environment``: this process is one worker of a multi-worker cluster; collectives run
+over gRPC to the other worker processes, after a rendezvous, with heartbeats watching every peer.
+
+The first ``MultiWorkerMirroredStrategy`` starts this worker's server and rendezvous; later strategies in
+the same process are new collective groups over the same connections (as on the simulator).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import re
+import sys
+import threading
+from collections.abc import Sequence
+
+from mirrorlab import errors
+from mirrorlab._version import __version__
+from mirrorlab.cluster import ClusterSpec, TFConfigClusterResolver, id_in_cluster
+from mirrorlab.collective.communicator import Communicator
+from mirrorlab.runtime.base import WorkerRuntime
+from mirrorlab.runtime.blas import pin_blas_threads
+from mirrorlab.runtime.local import LocalEnvironment
+from mirrorlab.runtime.seeds import op_seed
+
+from .flight_recorder import FlightRecorder
+from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
+from .liveness import Heartbeats
+from .rendezvous import Rendezvous, WorkerFacts
+from .settings import BackendSettings, devices_per_worker
+
+__all__ = ["BackendEnvironment"]
+
+_TASK = re.compile(r"^/job:(\w+)/replica:0/task:(\d+)$")
+
+
+class BackendEnvironment(LocalEnvironment):
+    """A worker process of a real cluster (its TF_CONFIG names several workers)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._node: PeerNode | None = None
+        self._heartbeats: Heartbeats | None = None
+        self._cluster: dict | None = None
+        self._groups = 0
+        self.communicators: list[Communicator] = []
+        self.recorder: FlightRecorder | None = None
+        self._op_seeds = 0
+
+    def default_device_type(self) -> tuple[str, int]:
+        count = devices_per_worker()
+        return ("CPU", count) if count is not None else super().default_device_type()
+
+    def cluster_runtime(self, cluster_spec: ClusterSpec, task_type: str, task_id: int, rank: int,
+                        names: Sequence[str], rpc_layer: str | None) -> WorkerRuntime:
+        if rpc_layer not in (None, "", "grpc"):
+            raise ValueError(f"rpc_layer={rpc_layer!r}: the mirrorlab backend speaks gRPC only. Fix: use 'grpc' or "
+                             "leave it unset.")
+        device_type, count = self.default_device_type()
+        with self._lock:
+            if self._node is None:
+                self._connect(cluster_spec, rank, names, count)
+            elif cluster_spec.as_dict() != self._cluster:
+                raise ValueError(f"this worker joined the cluster {self._cluster}; a later strategy names "
+                                 f"{cluster_spec.as_dict()}. Fix: one process is one task of one cluster.")
+            group = self._groups
+            self._groups += 1
+        comm = Communicator(rank, len(names), names, GrpcTransport(self._node, group))
+        self.communicators.append(comm)
+        prefix = f"/job:{task_type}/replica:0/task:{task_id}"
+        return WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)], self.recorder)
+
+    def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
+        settings = BackendSettings.from_environ()
+        addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
+        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls)
+        node.local_state = self.describe_state
+        cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
+        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads())
+        rendezvous = Rendezvous(node, facts)
+        heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state)
+        node.start()
+        self._node, self._cluster = node, cluster_spec.as_dict()
+        self.recorder = FlightRecorder({"workers": len(names), "devices_per_worker": devices, "clock": "wall",
+                                        "tasks": list(names), "task": names[rank], "worker": rank})
+        self.recorder.dump_on_sigusr1()
+        _install_exit_hooks(self)
+        rendezvous.wait(settings.rendezvous_timeout)
+        heartbeats.start()
+        self._heartbeats = heartbeats
+
+    def next_op_seed(self) -> int:
+        """A seed for an op created without one: the simulator's rule for this worker, so results match it."""
+        with self._lock:
+            self._op_seeds += 1
+            count = self._op_seeds
+        resolver = TFConfigClusterResolver()
+        return op_seed(id_in_cluster(resolver.cluster_spec(), resolver.task_type, resolver.task_id), count)
+
+    def describe_state(self) -> str:
+        """Where this worker is: the collective it waits in, else the last it finished."""
+        for comm in reversed(self.communicators):
+            if comm.current is not None:
+                return f"in {comm.current.describe()}"
+        done = [c.last_completed for c in self.communicators if c.last_completed is not None]
+        if done:
+            return f"after {max(done, key=lambda s: s.seq).describe()}"
+        return "not yet in a collective"
+
+    def fail(self, exc: BaseException) -> None:
+        """Abort every group on every peer with this worker's unhandled error, and dump the flight recorder."""
+        if self._node is None:
+            return
+        if len(self.recorder):  # a worker that failed before any collective has nothing to show
+            self.recorder.dump(f"{type(exc).__name__} on this worker")
+        if isinstance(exc, errors.OpError):
+            error = exc
+        else:
+            error = errors.UnknownError(f"{self._node.label(self._node.rank)} failed with "
+                                        f"{type(exc).__name__}: {exc}")
+        self._node.abort(ALL_GROUPS, error)
+
+    def close(self) -> None:
+        """Stop heartbeats, say goodbye to the peers and stop serving (bounded)."""
+        if self._heartbeats is not None:
+            self._heartbeats.stop()
+        if self._node is not None:
+            self._node.close()
+            self._node = None
+
+
+def _task_of(name: str) -> tuple[str, int]:
+    match = _TASK.match(name)
+    if match is None:
+        raise ValueError(f"unexpected task name {name!r}")
+    return match[1], int(match[2])
+
+
+def _install_exit_hooks(env: BackendEnvironment) -> None:
+    """An unhandled error aborts the peers' collectives at once; a normal exit says goodbye."""
+    previous = sys.excepthook
+
+    def hook(kind: type, exc: BaseException, tb: object) -> None:
+        env.fail(exc)
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook
+    # Close before interpreter shutdown stops thread pools (gRPC's server runs on one): threading's exit hooks
+    # run then, atexit's only after. Python without that hook falls back to atexit.
+    register = getattr(threading, "_register_atexit", atexit.register)
+    register(env.close)

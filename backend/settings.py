@@ -1,0 +1,64 @@
+"""The backend's knobs, read from environment variables so that ``mirrorlab launch``, a Kubernetes TFJob and
+a hand-started worker all configure it the same way."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .tls import TlsFiles
+
+__all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR"]
+
+TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
+RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
+HEARTBEAT_VAR = "MIRRORLAB_HEARTBEAT_TIMEOUT"
+BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
+DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
+    the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), and optional TLS files."""
+
+    token: str
+    rendezvous_timeout: float = 60.0
+    heartbeat_timeout: float = 5.0
+    bind_host: str | None = None
+    tls: TlsFiles | None = None
+
+    @staticmethod
+    def from_environ(environ: Mapping[str, str] = os.environ) -> "BackendSettings":
+        """Settings from ``environ``; a missing token or a malformed number names the variable and the fix."""
+        token = environ.get(TOKEN_VAR, "")
+        if not token:
+            raise ValueError(f"{TOKEN_VAR} is not set: every worker of a real cluster must hold the same secret "
+                             "cluster token. Fix: start the workers with `mirrorlab launch` (it makes one), or set "
+                             f"{TOKEN_VAR} to the same random string on every worker.")
+        return BackendSettings(token, _seconds(environ, RENDEZVOUS_VAR, 60.0), _seconds(environ, HEARTBEAT_VAR, 5.0),
+                               environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ))
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r} is not a positive number of seconds. Fix: e.g. {name}={default:g}.")
+    return value
+
+
+def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The CPU devices per worker set by ``mirrorlab launch --devices-per-worker`` (None when unset)."""
+    raw = environ.get(DEVICES_VAR)
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{DEVICES_VAR}={raw!r} is not a positive integer. Fix: e.g. {DEVICES_VAR}=2.")
+    return int(raw)

@@ -1,0 +1,164 @@
+"""The byte format of what workers send each other: a JSON header plus one raw array, never pickle.
+
+A frame is ``MAGIC`` (4 bytes), the header length (4 bytes, big-endian), the header as UTF-8 JSON, then
+the payload's raw little-endian bytes. The header says the frame's kind (a collective ``Message``, an
+``AbortNotice`` or a ``bye`` when a worker ends), its collective group, and for a message the array's
+dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
+the payload, so a hostile or corrupt frame costs nothing but a ``WireError``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mirrorlab.collective.message import AbortNotice, Header, Message
+
+__all__ = ["WireError", "WireLimits", "Frame", "encode_message", "encode_abort", "encode_bye", "decode",
+           "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES"]
+
+MAGIC = b"MLW1"
+_PREFIX = struct.Struct(">4sI")
+ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                  "float16", "float32", "float64", "complex64", "complex128")
+KINDS = ("message", "abort", "bye")
+CHUNK_BYTES = 1 << 20  # a frame travels as pieces of at most this size, so large tensors stream (pipelined)
+_MORE, _LAST = b"\x00", b"\x01"
+
+
+class WireError(ValueError):
+    """A frame that is truncated, oversized, of a refused dtype or rank, or otherwise malformed."""
+
+
+@dataclass(frozen=True)
+class WireLimits:
+    """What a receiver accepts: whole-frame bytes, header bytes, array rank and dtypes."""
+
+    max_bytes: int = 1 << 30
+    max_header_bytes: int = 1 << 16
+    max_rank: int = 32
+    dtypes: tuple[str, ...] = ALLOWED_DTYPES
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A decoded frame: ``kind`` is "message" (``message`` set), "abort" (``notice`` set) or "bye"."""
+
+    kind: str
+    group: int
+    message: Message | None = None
+    notice: AbortNotice | None = None
+
+
+def _frame(head: dict, payload: bytes | memoryview = b"") -> bytes:
+    text = json.dumps(head, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return b"".join((_PREFIX.pack(MAGIC, len(text)), text, payload))
+
+
+def encode_message(group: int, message: Message) -> bytes:
+    """The frame of ``message`` in collective group ``group``; the payload must be a host (NumPy) array."""
+    array = np.asarray(message.payload)
+    if array.dtype.name not in ALLOWED_DTYPES:
+        raise WireError(f"cannot send dtype {array.dtype.name}: the wire carries only {', '.join(ALLOWED_DTYPES)}")
+    little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    head = {"kind": "message", "group": group, "header": message.header.to_json(),
+            "dtype": array.dtype.name, "shape": list(array.shape)}
+    return _frame(head, memoryview(little).cast("B") if little.size else b"")
+
+
+def encode_abort(group: int, notice: AbortNotice) -> bytes:
+    """The frame telling a peer that group ``group`` is aborted with ``notice``."""
+    return _frame({"kind": "abort", "group": group, "notice": notice.to_json()})
+
+
+def encode_bye() -> bytes:
+    """The frame a worker sends last when its program has ended normally."""
+    return _frame({"kind": "bye", "group": -1})
+
+
+def decode(frame: bytes, limits: WireLimits = WireLimits()) -> Frame:
+    """Parse ``frame``; raises ``WireError`` naming what is wrong, before allocating anything for the payload."""
+    if len(frame) > limits.max_bytes:
+        raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {limits.max_bytes} bytes")
+    if len(frame) < _PREFIX.size:
+        raise WireError(f"truncated frame: {len(frame)} bytes, shorter than the {_PREFIX.size}-byte prefix")
+    magic, head_len = _PREFIX.unpack_from(frame)
+    if magic != MAGIC:
+        raise WireError(f"not a mirrorlab frame: starts with {bytes(magic)!r}, expected {MAGIC!r}")
+    if head_len > limits.max_header_bytes:
+        raise WireError(f"frame header of {head_len} bytes exceeds the limit of {limits.max_header_bytes} bytes")
+    end = _PREFIX.size + head_len
+    if len(frame) < end:
+        raise WireError(f"truncated frame: header says {head_len} bytes, only {len(frame) - _PREFIX.size} present")
+    try:
+        head = json.loads(bytes(frame[_PREFIX.size:end]).decode("utf-8"))
+        return _parse(head, memoryview(frame)[end:], limits)
+    except WireError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        raise WireError(f"malformed frame header: {type(exc).__name__}: {exc}") from None
+
+
+def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:
+    if not isinstance(head, dict) or head.get("kind") not in KINDS:
+        raise WireError(f"malformed frame header: kind must be one of {KINDS}")
+    kind, group = head["kind"], head["group"]
+    if not isinstance(group, int) or isinstance(group, bool):
+        raise WireError(f"malformed frame header: group must be an integer, got {group!r}")
+    if kind != "message":
+        if len(payload):
+            raise WireError(f"{kind} frame carries {len(payload)} unexpected payload bytes")
+        notice = AbortNotice.from_json(head["notice"]) if kind == "abort" else None
+        return Frame(kind, group, notice=notice)
+    dtype, shape = head["dtype"], head["shape"]
+    if dtype not in limits.dtypes:
+        raise WireError(f"dtype {dtype!r} is not accepted (allowed: {', '.join(limits.dtypes)})")
+    if not isinstance(shape, list) or len(shape) > limits.max_rank:
+        raise WireError(f"shape must be a list of at most {limits.max_rank} dimensions, got {str(shape)[:80]}")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise WireError(f"shape dimensions must be non-negative integers, got {str(shape)[:80]}")
+    expected = math.prod(shape) * np.dtype(dtype).itemsize
+    if expected != len(payload):
+        raise WireError(f"payload of {len(payload)} bytes does not match {dtype}{shape} ({expected} bytes): "
+                        "truncated or corrupt frame")
+    header = Header.from_json(head["header"])
+    array = np.frombuffer(payload, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+    array = array.astype(np.dtype(dtype), copy=False)  # native byte order (a no-op on little-endian hosts)
+    array.flags.writeable = False
+    return Frame(kind, group, message=Message(header, array))
+
+
+def split(frame: bytes, chunk: int = CHUNK_BYTES) -> list[bytes]:
+    """The stream items of ``frame``: pieces of at most ``chunk`` bytes, each after a flag byte (last or not)."""
+    view = memoryview(frame)
+    starts = range(0, max(len(frame), 1), chunk)
+    return [(_LAST if start + chunk >= len(frame) else _MORE) + view[start:start + chunk] for start in starts]
+
+
+class Reassembler:
+    """Joins one stream's items back into frames, refusing a frame past ``limits.max_bytes`` before keeping it."""
+
+    def __init__(self, limits: WireLimits = WireLimits()) -> None:
+        self.limits = limits
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, item: bytes) -> bytes | None:
+        """The whole frame when ``item`` is its last piece, else None."""
+        flag = item[:1]
+        if flag not in (_MORE, _LAST):
+            raise WireError(f"stream item starts with {flag!r}, not a piece flag (0 or 1)")
+        self._size += len(item) - 1
+        if self._size > self.limits.max_bytes:
+            raise WireError(f"frame of more than {self.limits.max_bytes} bytes exceeds the limit")
+        self._parts.append(item[1:])
+        if flag == _MORE:
+            return None
+        frame = b"".join(self._parts)
+        self._parts, self._size = [], 0
+        return frame

@@ -1,0 +1,115 @@
+"""Programs the backend tests run both on ``SimCluster`` and as real worker processes (``python this.py NAME``).
+
+Each prints one ``RESULT <json>`` line when run as a script, and returns the same value on the simulator."""
+
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import mirrorlab.tf as tf
+
+
+def custom_loop(steps: int = 4) -> dict:
+    """A custom training loop: tf.Variable, strategy.run, a MEAN all_reduce of the gradient, strategy.reduce."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    rng = np.random.default_rng(0)
+    x_all = rng.standard_normal((48, 784)).astype(np.float32)
+    y_all = rng.standard_normal((48, 10)).astype(np.float32)
+    with strategy.scope():
+        w = tf.Variable(rng.standard_normal((784, 10)).astype(np.float32) * 0.01)
+
+    def step():
+        ctx = tf.distribute.get_replica_context()
+        r, n = ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync
+        x, y = tf.constant(x_all[r::n]), tf.constant(y_all[r::n])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        grad = ctx.all_reduce("MEAN", tape.gradient(loss, w))
+        w.assign_sub(0.1 * grad)
+        return loss
+
+    losses = []
+    for _ in range(steps):
+        losses.append(float(strategy.reduce("SUM", strategy.run(step), axis=None).numpy()))
+    return {"w": hashlib.sha256(w.numpy().tobytes()).hexdigest(), "losses": [repr(v) for v in losses]}
+
+
+def keras_fit() -> dict:
+    """README's Keras job without the backup: a Sequential model fit on an auto-sharded dataset. The seed is
+    set, as a TF program must for repeatable initial weights (unseeded, every process draws its own)."""
+    tf.keras.utils.set_random_seed(1)
+    rng = np.random.default_rng(0)
+    x_train = rng.standard_normal((256, 16)).astype(np.float32)
+    y_train = np.argmax(x_train @ rng.standard_normal((16, 4)), axis=1)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(64)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(32, activation="relu", input_shape=(16,)),
+                                     tf.keras.layers.Dense(4)])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.01),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    history = model.fit(dataset, epochs=2, verbose=0)
+    weights = b"".join(np.asarray(w).tobytes() for w in model.get_weights())
+    return {"weights": hashlib.sha256(weights).hexdigest(), "loss": [repr(v) for v in history.history["loss"]]}
+
+
+def preemptible(directory: str, steps: str = "60") -> dict:
+    """A checkpointed loop under PreemptionCheckpointHandler: SIGTERM to any worker makes every worker save and exit
+    42; a restart resumes from the saved step. Prints READY (with its pid) after its 3rd step."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        w = tf.Variable(np.ones(3, np.float32))
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, tf.train.Checkpoint(w=w), os.path.join(directory, "ckpt"))
+    start = int(handler.total_run_calls)
+
+    def step(k):
+        def replica(x):
+            tf.distribute.get_replica_context().all_reduce("sum", x)
+            w.assign(w * 0.9 + x)
+        strategy.run(replica, args=(np.float32(k),))
+
+    for k in range(start, int(steps)):
+        handler.run(step, k)
+        if k == start + 2:
+            print("READY pid", os.getpid(), flush=True)
+        time.sleep(0.02)
+    return {"start": start, "w": w.numpy().tolist()}
+
+
+def unseeded_shuffle() -> dict:
+    """One epoch of a dataset shuffled without a seed, on each worker (no strategy needed)."""
+    dataset = tf.data.Dataset.range(32).shuffle(32).batch(8)
+    return {"batches": [batch.numpy().tolist() for batch in dataset]}
+
+
+def slow_all_reduce() -> dict:
+    """All-reduces for a long time (until killed); prints READY once collectives are running."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    value = tf.constant(np.ones(1000, np.float32))
+    for i in range(100000):
+        strategy.reduce("SUM", strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", value)),
+                        axis=None)
+        if i == 3:
+            print("READY pid", os.getpid(), flush=True)
+        time.sleep(0.01)
+    return {}
+
+
+def fail_on_worker_1() -> dict:
+    """Worker 1 raises a plain Python error after one collective; the others wait in the next one."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+    if strategy.cluster_resolver.task_id == 1:
+        raise ValueError("bad batch on worker 1")
+    strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+    return {}
+
+
+if __name__ == "__main__":
+    result = globals()[sys.argv[1]](*sys.argv[2:])
+    print("RESULT", json.dumps(result), "pid", os.getpid(), flush=True)
