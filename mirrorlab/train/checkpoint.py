@@ -317,8 +317,7 @@ class CheckpointManager:
         log.warning("%s: the newest complete checkpoint is %s (the state file names %s): an earlier save was "
                     "interrupted", self._directory, latest, self._latest)
         self._latest = latest
-        self._maybe_delete.pop(latest, None)
-        self._maybe_delete[latest] = min(checkpoint_files(latest)[1].stat().st_mtime, now)
+        self._maybe_delete.setdefault(latest, min(checkpoint_files(latest)[1].stat().st_mtime, now))
         if self._owner:
             self._record_state()
 

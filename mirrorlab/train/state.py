@@ -80,6 +80,11 @@ def get_checkpoint_state(checkpoint_dir: str | os.PathLike,
             return _ignored(path, f"cannot parse the line {line[:80]!r}")
         fields.setdefault(match.group(1), []).append(
             _unquoted(match.group(2)) if match.group(2) is not None else match.group(3))
+    try:
+        stamps = [float(t) for t in fields.get("all_model_checkpoint_timestamps", [])]
+        preserved = float(fields.get("last_preserved_timestamp", ["0"])[-1])
+    except ValueError as exc:
+        return _ignored(path, f"a timestamp is not a number ({exc})")
     latest = fields.get("model_checkpoint_path", [""])[-1]
     if not latest:
         raise ValueError("Invalid checkpoint state loaded from " + directory)
@@ -88,11 +93,6 @@ def get_checkpoint_state(checkpoint_dir: str | os.PathLike,
         """``p`` inside the directory unless absolute."""
         return p if os.path.isabs(p) else os.path.join(directory, p)
 
-    try:
-        stamps = [float(t) for t in fields.get("all_model_checkpoint_timestamps", [])]
-        preserved = float(fields.get("last_preserved_timestamp", ["0"])[-1])
-    except ValueError as exc:
-        return _ignored(path, f"a timestamp is not a number ({exc})")
     return CheckpointState(joined(latest), [joined(p) for p in fields.get("all_model_checkpoint_paths", [])],
                            stamps, preserved)
 
