@@ -224,7 +224,8 @@ class LoadDataset(SourceDataset):
         self.count = int(metadata["cardinality"])
         self.shards = sorted((int(shard), n) for shard, n in metadata["shards"].items())
         self.reader_func = reader_func
-        self.compression_mismatch = (metadata.get("compression") or None) != (compression or None)
+        self.saved_compression = metadata.get("compression") or None
+        self.compression_mismatch = self.saved_compression != (compression or None)
 
     def _shard(self, shard: int, chunks: int) -> Dataset:
         return ChunkFilesDataset([self.path / f"shard_{shard}" / f"chunk_{k:08d}.npz" for k in range(chunks)], self.spec,
@@ -239,7 +240,8 @@ class LoadDataset(SourceDataset):
     def _iterate(self) -> Iterator[Any]:
         if self.compression_mismatch and self.count:  # TF reads the files as the other compression: garbage
             raise errors.DataLossError("corrupted record at 0 (Is this even a TFRecord file?)\nFix: load with the "
-                                       "compression the dataset was saved with.")
+                                       f"compression the dataset was saved with ({self.path / SPEC_FILE} names "
+                                       f"{self.saved_compression!r}).")
         return iter(self._read())
 
     def _cardinality(self) -> int:
