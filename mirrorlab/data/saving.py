@@ -30,7 +30,7 @@ from .sources import ElementsDataset, SourceDataset
 from .tensors import STRING, call, is_string
 
 __all__ = ["save_dataset", "load_dataset", "LoadDataset", "ChunkFilesDataset", "write_chunk", "spec_json",
-           "spec_from_json", "shard_index", "CHUNK", "SPEC_FILE", "SPEC_SCHEMA"]
+           "spec_from_json", "shard_index", "chunk_paths", "CHUNK", "SPEC_FILE", "SPEC_SCHEMA"]
 
 SPEC_FILE = "dataset_spec.json"
 FORMAT = "mirrorlab.data.save/1"
@@ -228,8 +228,8 @@ class LoadDataset(SourceDataset):
         self.compression_mismatch = self.saved_compression != (compression or None)
 
     def _shard(self, shard: int, chunks: int) -> Dataset:
-        return ChunkFilesDataset([self.path / f"shard_{shard}" / f"chunk_{k:08d}.npz" for k in range(chunks)], self.spec,
-                                 self.saved_spec)
+        return ChunkFilesDataset(chunk_paths(self.path / f"shard_{shard}", chunks, "chunk_{:08d}.npz",
+                                             self.path / SPEC_FILE), self.spec, self.saved_spec)
 
     def _read(self) -> Dataset:
         datasets = ElementsDataset([self._shard(*s) for s in self.shards], None)
@@ -250,6 +250,16 @@ class LoadDataset(SourceDataset):
     @property
     def element_spec(self) -> Any:
         return self.spec
+
+
+def chunk_paths(folder: Path, count: int, pattern: str, listed_in: Path) -> list[Path]:
+    """The ``count`` chunk files of a shard (``pattern`` formats each index); DataLossError naming the metadata file
+    ``listed_in`` where the folder holds fewer files than it lists."""
+    held = len(os.listdir(folder)) if folder.is_dir() else 0
+    if count > held:
+        raise errors.DataLossError(f"{listed_in} is damaged: it lists {count} chunk files in {folder}, which holds "
+                                   f"{held}.")
+    return [folder / pattern.format(k) for k in range(count)]
 
 
 class ChunkFilesDataset(SourceDataset):

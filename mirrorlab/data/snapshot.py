@@ -30,7 +30,7 @@ from ..train.files import atomic_write
 from .dataset import Dataset, TensorSpec, UnaryDataset
 from .failures import Failed, attempt, elements
 from .fingerprint import fingerprint
-from .saving import CHUNK, SPEC_SCHEMA, ChunkFilesDataset, shard_index, spec_from_json, spec_json, write_chunk
+from .saving import CHUNK, SPEC_SCHEMA, ChunkFilesDataset, chunk_paths, shard_index, spec_from_json, spec_json, write_chunk
 from .sources import ElementsDataset
 from .tensors import call
 
@@ -113,7 +113,8 @@ class SnapshotDataset(UnaryDataset):
         run = self._directory() / metadata["run_id"]
         spec = spec_from_json(metadata["element_spec"])
         shards = ElementsDataset(
-            [ChunkFilesDataset([run / name / f"{k:08d}.snapshot.npz" for k in range(chunks)], spec)
+            [ChunkFilesDataset(chunk_paths(run / name, chunks, "{:08d}.snapshot.npz", self._directory() / METADATA),
+                               spec)
              for name, chunks in sorted(metadata["shards"].items())], None)
         if self.reader_func is not None:
             return iter(self.reader_func(shards))

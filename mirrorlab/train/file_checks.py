@@ -36,9 +36,9 @@ def kind(*types: type) -> Schema:
 
 
 def natural(value: Any, path: str) -> str | None:
-    """A non-negative int."""
-    return None if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else \
-        f"{path} must be a non-negative int"
+    """A non-negative int64."""
+    return None if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else \
+        f"{path} must be a non-negative int64"
 
 
 def dtype_named(value: Any) -> np.dtype | None:
