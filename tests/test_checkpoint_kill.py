@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,7 @@ def run_child(backup: Path, point: str | None, nth: int, rng: random.Random) -> 
     deadline = time.monotonic() + LIMIT_S
     try:
         if point is None:
+            assert select.select([child.stdout], [], [], LIMIT_S)[0], "the child saved nothing in time"
             first = child.stdout.readline()
             assert first.startswith("saved"), f"the child failed before saving: {first}{child.stderr.read()}"
             time.sleep(rng.uniform(0.0, 0.15))

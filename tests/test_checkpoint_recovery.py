@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pytest
 
 import mirrorlab.tf as tf
