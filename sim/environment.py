@@ -13,7 +13,7 @@ from mirrorlab.collective.communicator import Communicator
 from mirrorlab.runtime import Environment, WorkerRuntime
 from mirrorlab.runtime.seeds import op_seed
 
-from .faults import Crash, Preempt, Slow
+from .faults import SAVE_WINDOWS, Crash, Preempt, Slow
 from .network import SimTransport
 from .worker_setup import WorkerSetup, check_rendezvous
 
@@ -55,7 +55,7 @@ class SimWorkerEnv(Environment):
         self.communicators: list[Communicator] = []
         self.runtimes: list[WorkerRuntime] = []
         self._groups = 0
-        self._io_counts: dict[str, int] = {}
+        self._saves = 0  # checkpoint writes so far (see io_point)
         self._op_seeds = 0
         self._terminating = False  # a Preempt fault has told this worker it will be terminated
         self.hung = False  # the watchdog gave up on this worker: it must never touch the simulation again
@@ -135,12 +135,16 @@ class SimWorkerEnv(Environment):
         return self._terminating
 
     def io_point(self, what: str) -> None:
-        """A point inside a file write (``checkpoint-commit``) where a Crash(during_save=k) strikes."""
+        """A point inside a checkpoint save where a Crash(during_save=k, window=...) strikes; saves are counted by
+        their data writes (``checkpoint-commit``)."""
         self._check_alive()
-        count = self._io_counts[what] = self._io_counts.get(what, 0) + 1
+        if what == SAVE_WINDOWS["data"]:
+            self._saves += 1
         for fault in self.run.config.faults:
-            if isinstance(fault, Crash) and fault.worker == self.worker and fault.during_save == count:
-                raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} in the middle of save #{count}")
+            if (isinstance(fault, Crash) and fault.worker == self.worker and fault.during_save == self._saves
+                    and SAVE_WINDOWS[fault.window] == what):
+                raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} in the middle of save "
+                                            f"#{self._saves} ({what})")
 
     def next_op_seed(self) -> int:
         """A seed for an op created without one (a shuffle, an initializer): distinct per worker and op, and

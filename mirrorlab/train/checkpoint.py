@@ -10,6 +10,7 @@ temporary copy it deletes right after (TF's workers would race on the shared fil
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,16 +24,20 @@ from ..aggregation import VariableAggregation, VariableSynchronization
 from ..distribute import context
 from ..distribute.distributed_variables import DistributedVariable
 from ..distribute.variables import Variable, plain_variable
+from ..runtime import current_environment
 from ..tensor import to_host
-from .files import remove_temp_dirpath, write_filepath, writes_own_path
+from .files import is_chief, remove_temp_dirpath, write_filepath, writes_own_path
 from .reader import checkpoint_key, load_arrays, load_checkpoint_manifest, saved_graph
-from .state import checkpoint_files, get_checkpoint_state, write_checkpoint_state
+from .recovery import delete_checkpoint, managed_checkpoints, newest_readable, remove_leftovers
+from .state import CheckpointState, checkpoint_files, get_checkpoint_state, write_checkpoint_state
 from .status import CheckpointLoadStatus, InitializationOnlyStatus
 from .restoring import PendingRestore, restore_on_create
 from .tracking import holds_no_state, object_graph, trackable_children
 from .writer import write_checkpoint_files
 
 __all__ = ["Checkpoint", "CheckpointManager", "CheckpointOptions", "restore_on_create"]
+
+log = logging.getLogger("mirrorlab")
 
 
 @dataclass
@@ -224,6 +229,16 @@ def _aggregates_on_save(var: Variable) -> bool:
             and var.aggregation in (VariableAggregation.SUM, VariableAggregation.MEAN))
 
 
+def _usable_state(directory: str) -> CheckpointState | None:
+    """The directory's state file, or None (logged) when it names no checkpoint: the manager then recovers the
+    latest checkpoint from the files themselves."""
+    try:
+        return get_checkpoint_state(directory)
+    except ValueError as exc:
+        log.warning("%s; recovering the latest checkpoint from the files", exc)
+        return None
+
+
 def _as_int(value: Any) -> int:
     """A step or checkpoint number given as an int, a NumPy/CuPy scalar or an integer Variable."""
     return int(np.asarray(to_host(value)))
@@ -251,7 +266,12 @@ class CheckpointManager:
     ones ``Checkpoint.save`` wrote), and keeps one every ``keep_checkpoint_every_n_hours``. A non-chief
     worker managing its own ``workertemp_<id>`` directory (TF's ``write_dirpath``) does all that there; one
     given the chief's directory writes temporary copies it removes after each save and leaves the chief's
-    state file alone."""
+    state file alone.
+
+    A save survives a kill at any point: data, then manifest, then the state file (each atomic), and only then
+    are old checkpoints deleted (manifest first) and the state recorded again. At construction the manager finds
+    the newest complete checkpoint even where the state file is older or missing, and the chief removes what an
+    interrupted save left (see recovery.py)."""
 
     def __init__(self, checkpoint: Checkpoint, directory: str | os.PathLike, max_to_keep: int | None,
                  keep_checkpoint_every_n_hours: float | None = None, checkpoint_name: str = "ckpt",
@@ -270,14 +290,37 @@ class CheckpointManager:
         self._step_counter = step_counter
         self._interval = checkpoint_interval
         self._last_step = last_checkpoint_step
+        self._owner = is_chief(checkpoint._distribute_strategy())
         now = clock.now()
-        state = get_checkpoint_state(self._directory)
+        state = _usable_state(self._directory)
         self._latest = None if state is None else state.model_checkpoint_path
         self._last_preserved = now - 1.0 if state is None else min(state.last_preserved_timestamp, now)
         paths = [] if state is None else state.all_model_checkpoint_paths
         stamps = ([] if state is None else state.all_model_checkpoint_timestamps) or [self._last_preserved] * len(paths)
         self._maybe_delete: dict[str, float] = {
             path: min(stamp, now) for path, stamp in zip(paths, stamps) if min(stamp, now) > self._last_preserved}
+        self._recover(now)
+
+    def _recover(self, now: float) -> None:
+        """Undo an interrupted save or sweep: on the chief, remove its leftovers; on every worker, take the newest
+        complete, readable checkpoint of this manager's name as the latest, even where the state file is older,
+        missing or names a deleted or damaged one (then recorded in the state file again)."""
+        if self._owner:
+            remove_leftovers(self._directory, self._name)
+        on_disk = managed_checkpoints(self._directory, self._name)
+        recorded = self._latest if self._latest is not None and all(
+            f.is_file() for f in checkpoint_files(self._latest)) else None
+        newer = on_disk[on_disk.index(recorded):] if recorded in on_disk else on_disk
+        candidates = newer + ([recorded] if recorded is not None and recorded not in on_disk else [])
+        latest = newest_readable(candidates) or newest_readable(on_disk)
+        if latest is None or latest == self._latest:
+            return
+        log.warning("%s: the newest complete checkpoint is %s (the state file names %s): an earlier save was "
+                    "interrupted", self._directory, latest, self._latest)
+        self._latest = latest
+        self._maybe_delete.setdefault(latest, min(checkpoint_files(latest)[1].stat().st_mtime, now))
+        if self._owner:
+            self._record_state()
 
     @property
     def directory(self) -> str:
@@ -319,28 +362,41 @@ class CheckpointManager:
         number = count if checkpoint_number is None else _as_int(checkpoint_number)
         prefix = os.path.join(self._directory, f"{self._name}-{number}")
         owner = ckpt._write(prefix, options)
+        current_environment().io_point("checkpoint-manifest")
         self._latest = prefix
         self._maybe_delete.pop(prefix, None)
         self._maybe_delete[prefix] = clock.now()
-        self._sweep(delete=owner)
-        if owner:  # a non-chief given the chief's directory keeps the same books but leaves the files to the chief
-            write_checkpoint_state(self._directory, prefix, list(self._maybe_delete),
-                                   list(self._maybe_delete.values()), self._last_preserved)
+        # As TF: record the new checkpoint, then delete what falls out, then record again, so a kill at any point
+        # leaves a state file naming a complete checkpoint. A non-chief given the chief's directory keeps the same
+        # books but leaves the files to the chief.
+        if owner:
+            self._record_state()
+        forgotten = self._sweep()
+        if owner and forgotten is not None:
+            for doomed in forgotten:
+                delete_checkpoint(doomed)
+            self._record_state()
         return prefix
 
-    def _sweep(self, delete: bool) -> None:
-        """Forget the oldest checkpoints beyond ``max_to_keep`` (deleting their files if ``delete``), preserving
-        one per ``keep_checkpoint_every_n_hours``."""
-        if self._max_to_keep is None:
-            return
+    def _record_state(self) -> None:
+        """Write the directory's state file from this manager's books (atomically)."""
+        write_checkpoint_state(self._directory, self._latest, list(self._maybe_delete),
+                               list(self._maybe_delete.values()), self._last_preserved)
+
+    def _sweep(self) -> list[str] | None:
+        """Forget the oldest checkpoints beyond ``max_to_keep``, preserving one per ``keep_checkpoint_every_n_hours``;
+        returns those to delete, or None when the books did not change."""
+        if self._max_to_keep is None or len(self._maybe_delete) <= self._max_to_keep:
+            return None
+        doomed = []
         while len(self._maybe_delete) > self._max_to_keep:
             oldest = next(iter(self._maybe_delete))
             stamp = self._maybe_delete.pop(oldest)
             if self._keep_every is not None and stamp - self._keep_every * 3600.0 >= self._last_preserved:
                 self._last_preserved = stamp
                 continue
-            for path in checkpoint_files(oldest) if delete else ():
-                path.unlink(missing_ok=True)
+            doomed.append(oldest)
+        return doomed
 
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint, or run ``init_fn`` when there is none."""

@@ -10,7 +10,6 @@ data file's SHA-256), written last: a checkpoint without it, or whose data does 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 from .. import errors
 from ..frontend import current_frontend
 from ..tensor import STRING
+from .file_checks import DTYPE, SHAPE, check, check_array, fields, kind, map_of, read_json, read_npz
 from .state import checkpoint_files, latest_checkpoint
 from .strings import STRING_DTYPE, decode_strings
 
@@ -32,11 +32,18 @@ VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"  # TF's checkpoint key of a variabl
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 FORMAT = "mirrorlab-checkpoint"
 FORMAT_VERSION = 1
-MAX_MANIFEST_BYTES = 64 << 20
+
+
+_ENTRY = fields({"key": kind(str), "dtype": DTYPE, "shape": SHAPE},
+                {"synchronization": kind(str), "aggregation": kind(str)})
+_MANIFEST = fields({"format": kind(str), "version": kind(int), "data_file": kind(str), "sha256": kind(str),
+                    "variables": map_of(_ENTRY)},
+                   {"step": kind(int), "cluster": kind(dict), "graph": map_of(map_of(kind(str)))})
 
 
 def load_checkpoint_manifest(prefix: str | os.PathLike) -> dict:
-    """The manifest of a complete checkpoint; raises NotFoundError/DataLossError for anything else."""
+    """The manifest of a complete checkpoint, its schema checked; raises NotFoundError/DataLossError for anything
+    else."""
     data_path, index_path = checkpoint_files(prefix)
     if os.path.isdir(prefix):
         raise errors.DataLossError(
@@ -49,17 +56,16 @@ def load_checkpoint_manifest(prefix: str | os.PathLike) -> dict:
                 if Path(f"{prefix}.index").exists() else "")
         raise errors.NotFoundError(f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for "
                                    f"{prefix}\n(no complete mirrorlab checkpoint there{hint})")
-    if index_path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise errors.DataLossError(f"{index_path} is larger than {MAX_MANIFEST_BYTES} bytes: not a mirrorlab manifest")
-    try:
-        manifest = json.loads(index_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise errors.DataLossError(f"{index_path} is not a valid checkpoint manifest: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    manifest = read_json(index_path, kind(dict), "checkpoint manifest")
+    if manifest.get("format") != FORMAT:
         raise errors.DataLossError(f"{index_path} is not a {FORMAT} manifest")
     if manifest.get("version") != FORMAT_VERSION:
         raise errors.DataLossError(f"{index_path} has format version {manifest.get('version')}; this mirrorlab "
                                    f"reads version {FORMAT_VERSION}")
+    check(manifest, _MANIFEST, index_path)
+    if Path(manifest["data_file"]).name != manifest["data_file"] or manifest["data_file"] in ("", ".", ".."):
+        raise errors.DataLossError(f"{index_path} is damaged: its data_file {manifest['data_file']!r} is not a file "
+                                   "name beside it.")
     return manifest
 
 
@@ -99,14 +105,20 @@ def load_arrays(prefix: str | os.PathLike, manifest: dict) -> dict[str, np.ndarr
     if hashlib.sha256(raw).hexdigest() != manifest["sha256"]:
         raise errors.DataLossError(f"{data_path} does not match its manifest (SHA-256 differs): the checkpoint is "
                                    "corrupt or was overwritten; restore an earlier one.")
-    try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
-            stored = {name: (archive[entry["key"]], entry) for name, entry in saved_entries(manifest).items()}
-    except (ValueError, KeyError, OSError) as exc:
-        raise errors.DataLossError(f"{data_path} cannot be read safely (mirrorlab never unpickles checkpoint "
-                                   f"data): {exc}") from None
-    return {name: decode_strings(array, entry["shape"], f"{data_path} ({name})")
-            if entry["dtype"] == STRING_DTYPE else array for name, (array, entry) in stored.items()}
+    archive = read_npz(raw, data_path)
+    arrays = {}
+    for name, entry in saved_entries(manifest).items():
+        where = f"{data_path} ({name})"
+        if entry["key"] not in archive:
+            raise errors.DataLossError(f"{where} is damaged: its manifest names the array {entry['key']!r}, which "
+                                       "the data file lacks.")
+        array = archive[entry["key"]]
+        if entry["dtype"] == STRING_DTYPE:
+            arrays[name] = decode_strings(array, entry["shape"], where)
+        else:
+            check_array(array, entry["dtype"], entry["shape"], where)
+            arrays[name] = array
+    return arrays
 
 
 class CheckpointReader:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -14,6 +15,8 @@ from .files import atomic_write
 
 __all__ = ["CheckpointState", "STATE_FILE", "checkpoint_files", "checkpoints_iterator", "get_checkpoint_state",
            "latest_checkpoint", "write_checkpoint_state"]
+
+log = logging.getLogger("mirrorlab")
 
 STATE_FILE = "checkpoint"
 POLL_SECONDS = 1.0  # how often checkpoints_iterator looks for a new checkpoint, as TF
@@ -62,7 +65,7 @@ def _unquoted(text: str) -> str:
 def get_checkpoint_state(checkpoint_dir: str | os.PathLike,
                          latest_filename: str | None = None) -> CheckpointState | None:
     """The directory's state file (``latest_filename``, default ``checkpoint``), None if there is none or it
-    cannot be parsed; ValueError if it names no latest checkpoint, as TF."""
+    cannot be parsed (logged, as TF logs and ignores it); ValueError if it names no latest checkpoint, as TF."""
     directory = os.fspath(checkpoint_dir)
     path = Path(directory) / (latest_filename or STATE_FILE)
     if not path.is_file():
@@ -74,9 +77,14 @@ def get_checkpoint_state(checkpoint_dir: str | os.PathLike,
             continue
         match = _LINE.match(line)
         if match is None:
-            return None  # TF logs the parse error and ignores the file
+            return _ignored(path, f"cannot parse the line {line[:80]!r}")
         fields.setdefault(match.group(1), []).append(
             _unquoted(match.group(2)) if match.group(2) is not None else match.group(3))
+    try:
+        stamps = [float(t) for t in fields.get("all_model_checkpoint_timestamps", [])]
+        preserved = float(fields.get("last_preserved_timestamp", ["0"])[-1])
+    except ValueError as exc:
+        return _ignored(path, f"a timestamp is not a number ({exc})")
     latest = fields.get("model_checkpoint_path", [""])[-1]
     if not latest:
         raise ValueError("Invalid checkpoint state loaded from " + directory)
@@ -86,8 +94,13 @@ def get_checkpoint_state(checkpoint_dir: str | os.PathLike,
         return p if os.path.isabs(p) else os.path.join(directory, p)
 
     return CheckpointState(joined(latest), [joined(p) for p in fields.get("all_model_checkpoint_paths", [])],
-                           [float(t) for t in fields.get("all_model_checkpoint_timestamps", [])],
-                           float(fields.get("last_preserved_timestamp", ["0"])[-1]))
+                           stamps, preserved)
+
+
+def _ignored(path: Path, problem: str) -> None:
+    """Log why the state file at ``path`` is ignored (TF logs its parse error and reads no state)."""
+    log.warning("%s: %s; checkpoint state ignored (a CheckpointManager recovers the newest complete checkpoint "
+                "from the files themselves)", path, problem)
 
 
 def write_checkpoint_state(directory: str, latest: str, paths: list[str], timestamps: list[float] | None = None,

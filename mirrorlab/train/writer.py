@@ -35,9 +35,7 @@ def write_checkpoint_files(prefix: str, values: dict[str, np.ndarray], variables
                         for name, value in values.items()})
     raw = buffer.getvalue()
     atomic_write(data_path, raw)
-    hook = getattr(current_environment(), "io_point", None)
-    if hook is not None:
-        hook("checkpoint-commit")  # a simulated crash here leaves data without a manifest
+    current_environment().io_point("checkpoint-commit")  # a crash here leaves data without a manifest
     ext = strategy.extended
     manifest = {
         "format": FORMAT, "version": FORMAT_VERSION, "mirrorlab_version": __version__,

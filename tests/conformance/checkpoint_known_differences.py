@@ -38,7 +38,11 @@ from .checkpoint_cases import CHECKPOINT_SETUPS, recorded_checkpoint_cases
 
 __all__ = ["DELIBERATE_CHECKPOINT_DIFFERENCES", "KNOWN_CHECKPOINT_DIFFERENCES", "checkpoint_case_params"]
 
-DELIBERATE_CHECKPOINT_DIFFERENCES: dict[tuple[str, str], str] = {}
+DELIBERATE_CHECKPOINT_DIFFERENCES: dict[tuple[str, str], str] = {
+    (setup, "manager_latest_after_files_deleted"): "a CheckpointManager recovers from interrupted saves and sweeps "
+    "(issue 26): where the state file names a checkpoint whose files are gone, it takes the newest complete one on "
+    "disk (ckpt-1) as the latest and records it, instead of TF's latest that restore_or_initialize cannot read"
+    for setup in ("A", "B", "C")}
 
 KNOWN_CHECKPOINT_DIFFERENCES: dict[tuple[str, str], str] = {}
 

@@ -10,7 +10,9 @@ a temporary directory and renamed into place, so a crash never leaves a half-wri
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -20,13 +22,15 @@ from typing import Any
 import numpy as np
 
 from ... import errors, nest
+from ...train.file_checks import (DTYPE, Schema, check, check_array, fields, kind, list_of, map_of, natural,
+                                 nullable, one_of, read_json, read_npz)
 from ...train.strings import decode_strings, encode_strings
 from .dataset import Dataset, TensorSpec
 from .sources import ElementsDataset, SourceDataset
 from .tensors import STRING, call, is_string
 
 __all__ = ["save_dataset", "load_dataset", "LoadDataset", "ChunkFilesDataset", "write_chunk", "spec_json",
-           "spec_from_json", "shard_index", "CHUNK", "SPEC_FILE"]
+           "spec_from_json", "shard_index", "chunk_paths", "CHUNK", "SPEC_FILE", "SPEC_SCHEMA"]
 
 SPEC_FILE = "dataset_spec.json"
 FORMAT = "mirrorlab.data.save/1"
@@ -46,8 +50,28 @@ def spec_json(spec: Any) -> Any:
                     "tuples, lists and dicts of tensors.")
 
 
+def _pair(value: Any, path: str) -> str | None:
+    """A dict spec's ``[key, spec]``."""
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)):
+        return f"{path} must be a [key, spec] pair"
+    return SPEC_SCHEMA(value[1], f"{path}[1]")
+
+
+def _spec_schema(value: Any, path: str) -> str | None:
+    """What ``spec_json`` writes: a tensor's shape and dtype, or a dict, tuple or list of specs."""
+    return _SPEC_CHOICES(value, path)
+
+
+SPEC_SCHEMA: Schema = _spec_schema
+_SPEC_CHOICES = one_of(lambda: fields({"shape": nullable(list_of(nullable(natural))), "dtype": DTYPE}),
+                       lambda: fields({"dict": list_of(_pair)}), lambda: fields({"tuple": list_of(SPEC_SCHEMA)}),
+                       lambda: fields({"list": list_of(SPEC_SCHEMA)}))
+_METADATA = fields({"format": kind(str), "element_spec": SPEC_SCHEMA, "cardinality": natural,
+                    "shards": map_of(natural)}, {"compression": nullable(kind(str))})
+
+
 def spec_from_json(structure: Any) -> Any:
-    """The element spec written by ``spec_json``."""
+    """The element spec written by ``spec_json`` (checked against ``SPEC_SCHEMA`` by the readers)."""
     if "dtype" in structure:
         return TensorSpec(structure["shape"], STRING if structure["dtype"] == "string" else structure["dtype"])
     if "dict" in structure:
@@ -80,23 +104,48 @@ def write_chunk(path: Path, rows: list[Any], compress: bool) -> None:
     (np.savez_compressed if compress else np.savez)(path, **arrays)
 
 
-def _read_chunk(path: Path, spec: Any) -> Iterator[Any]:
-    """The elements of one chunk file, in the structure of ``spec``."""
-    specs = nest.flatten(spec)
-    with np.load(path, allow_pickle=False) as chunk:
-        columns = []
-        for j, component in enumerate(specs):
-            shapes, values = chunk[f"c{j}_shapes"], chunk[f"c{j}_values"]
-            sizes = [int(np.prod(s)) for s in shapes]
-            if component.dtype == STRING:
-                values = decode_strings(values, [sum(sizes)], f"{path}, component {j}")
-            elif values.dtype != component.dtype:
-                raise errors.InvalidArgumentError(f"Data type mismatch at component {j}: expected "
-                                                  f"{component.dtype.name} but got {values.dtype.name}.")
-            offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-            columns.append([values[offsets[i]:offsets[i + 1]].reshape(tuple(shapes[i])) for i in range(len(sizes))])
+def _read_chunk(path: Path, spec: Any, saved: Any) -> Iterator[Any]:
+    """The elements of one chunk file, in the structure of ``spec``; the data is checked against the ``saved`` spec
+    (DataLossError naming the file), then against ``spec`` where the caller gave another (TF's error)."""
+    chunk = read_npz(path, path)
+    columns = []
+    rows = None
+    for j, (component, declared) in enumerate(zip(nest.flatten(spec), nest.flatten(saved))):
+        shapes, values = _component(chunk, j, declared, path)
+        rows = len(shapes) if rows is None else rows
+        if len(shapes) != rows:
+            raise errors.DataLossError(f"{path} is damaged: component {j} has {len(shapes)} elements, component 0 "
+                                       f"{rows}.")
+        if values.dtype != component.dtype:
+            raise errors.InvalidArgumentError(f"Data type mismatch at component {j}: expected "
+                                              f"{component.dtype.name} but got {values.dtype.name}.")
+        offsets = np.concatenate([[0], np.cumsum([math.prod(s) for s in shapes], dtype=np.int64)])
+        columns.append([values[offsets[i]:offsets[i + 1]].reshape(tuple(shapes[i])) for i in range(len(shapes))])
     for parts in zip(*columns):
         yield nest.pack_sequence_as(spec, list(parts))
+
+
+def _component(chunk: dict[str, np.ndarray], j: int, declared: TensorSpec, path: Path) -> tuple[list, np.ndarray]:
+    """Component ``j``'s element shapes and values, checked against the spec it was saved with."""
+    where = f"{path}, component {j}"
+    if f"c{j}_shapes" not in chunk or f"c{j}_values" not in chunk:
+        raise errors.DataLossError(f"{where} is damaged: the chunk lacks the component's arrays.")
+    shapes = chunk[f"c{j}_shapes"]
+    rank = None if declared.shape is None else len(declared.shape)
+    if shapes.dtype != np.int64 or shapes.ndim != 2 or (rank is not None and shapes.shape[1] != rank) or (
+            shapes < 0).any():
+        raise errors.DataLossError(f"{where} is damaged: the element shapes are {shapes.dtype} {list(shapes.shape)}, "
+                                   f"not int64 sizes of rank {rank}.")
+    if declared.shape is not None and any(d is not None and (shapes[:, i] != d).any()
+                                          for i, d in enumerate(declared.shape)):
+        raise errors.DataLossError(f"{where} is damaged: an element's shape is not the saved {declared.shape}.")
+    shapes = shapes.tolist()
+    count = sum(math.prod(s) for s in shapes)
+    values = chunk[f"c{j}_values"]
+    if declared.dtype == STRING:
+        return shapes, decode_strings(values, [count], where)
+    check_array(values, declared.dtype.name, [count], where)
+    return shapes, values
 
 
 def save_dataset(dataset: Dataset, path: str, compression: str | None = None, shard_func: Callable | None = None,
@@ -164,17 +213,23 @@ class LoadDataset(SourceDataset):
         if not spec_file.is_file():
             raise errors.NotFoundError(f"tf.data snapshot element_spec file not found: {spec_file}.\nFix: pass the "
                                        "directory a Dataset.save wrote.")
-        metadata = json.loads(spec_file.read_text())
+        metadata = read_json(spec_file, kind(dict), "saved dataset's spec")
         if metadata.get("format") != FORMAT:
             raise errors.DataLossError(f"{spec_file} was not written by mirrorlab's Dataset.save ({FORMAT}).")
-        self.spec = spec_from_json(metadata["element_spec"]) if element_spec is None else element_spec
+        check(metadata, _METADATA, spec_file)
+        if not all(re.fullmatch(r"-?\d+", shard) for shard in metadata["shards"]):
+            raise errors.DataLossError(f"{spec_file} is damaged: a shard is not named by its index.")
+        self.saved_spec = spec_from_json(metadata["element_spec"])
+        self.spec = self.saved_spec if element_spec is None else element_spec
         self.count = int(metadata["cardinality"])
         self.shards = sorted((int(shard), n) for shard, n in metadata["shards"].items())
         self.reader_func = reader_func
-        self.compression_mismatch = (metadata.get("compression") or None) != (compression or None)
+        self.saved_compression = metadata.get("compression") or None
+        self.compression_mismatch = self.saved_compression != (compression or None)
 
     def _shard(self, shard: int, chunks: int) -> Dataset:
-        return ChunkFilesDataset([self.path / f"shard_{shard}" / f"chunk_{k:08d}.npz" for k in range(chunks)], self.spec)
+        return ChunkFilesDataset(chunk_paths(self.path / f"shard_{shard}", chunks, "chunk_{:08d}.npz",
+                                             self.path / SPEC_FILE), self.spec, self.saved_spec)
 
     def _read(self) -> Dataset:
         datasets = ElementsDataset([self._shard(*s) for s in self.shards], None)
@@ -185,7 +240,8 @@ class LoadDataset(SourceDataset):
     def _iterate(self) -> Iterator[Any]:
         if self.compression_mismatch and self.count:  # TF reads the files as the other compression: garbage
             raise errors.DataLossError("corrupted record at 0 (Is this even a TFRecord file?)\nFix: load with the "
-                                       "compression the dataset was saved with.")
+                                       f"compression the dataset was saved with ({self.path / SPEC_FILE} names "
+                                       f"{self.saved_compression!r}).")
         return iter(self._read())
 
     def _cardinality(self) -> int:
@@ -196,16 +252,28 @@ class LoadDataset(SourceDataset):
         return self.spec
 
 
-class ChunkFilesDataset(SourceDataset):
-    """Chunk files (one shard's), read one at a time."""
+def chunk_paths(folder: Path, count: int, pattern: str, listed_in: Path) -> list[Path]:
+    """The ``count`` chunk files of a shard (``pattern`` formats each index); DataLossError naming the metadata file
+    ``listed_in`` where the folder holds fewer files than it lists."""
+    held = len(os.listdir(folder)) if folder.is_dir() else 0
+    if count > held:
+        raise errors.DataLossError(f"{listed_in} is damaged: it lists {count} chunk files in {folder}, which holds "
+                                   f"{held}.")
+    return [folder / pattern.format(k) for k in range(count)]
 
-    def __init__(self, files: list[Path], spec: Any) -> None:
+
+class ChunkFilesDataset(SourceDataset):
+    """Chunk files (one shard's), read one at a time, yielding elements of ``spec``; the data is checked against
+    the spec it was ``saved`` with (by default ``spec``)."""
+
+    def __init__(self, files: list[Path], spec: Any, saved: Any = None) -> None:
         self.files = files
         self.spec = spec
+        self.saved = spec if saved is None else saved
 
     def _iterate(self) -> Iterator[Any]:
         for path in self.files:
-            yield from _read_chunk(path, self.spec)
+            yield from _read_chunk(path, self.spec, self.saved)
 
     @property
     def element_spec(self) -> Any:

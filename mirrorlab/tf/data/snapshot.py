@@ -13,7 +13,9 @@ is on disk, so a crash never leaves a snapshot that reads back incomplete.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
@@ -22,20 +24,40 @@ from typing import Any
 
 import numpy as np
 
-from ... import nest
+from ... import errors, nest
+from ...train.file_checks import Schema, fields, kind, map_of, natural, nullable, read_json
 from ...train.files import atomic_write
 from .dataset import Dataset, TensorSpec, UnaryDataset
 from .failures import Failed, attempt, elements
 from .fingerprint import fingerprint
-from .saving import CHUNK, ChunkFilesDataset, shard_index, spec_from_json, spec_json, write_chunk
+from .saving import CHUNK, SPEC_SCHEMA, ChunkFilesDataset, chunk_paths, shard_index, spec_from_json, spec_json, write_chunk
 from .sources import ElementsDataset
 from .tensors import call
 
 __all__ = ["SnapshotDataset"]
 
+log = logging.getLogger("mirrorlab")
+
 METADATA = "snapshot.metadata.json"
 FORMAT = "mirrorlab.data.snapshot/1"
 _SHARD_SPECS = (TensorSpec((), np.int64), TensorSpec((), np.int32))
+
+
+def _matching(pattern: str) -> Schema:
+    """A string that fully matches ``pattern`` (names that become paths: no separators, no ``..``)."""
+    return lambda value, path: None if isinstance(value, str) and re.fullmatch(pattern, value) else \
+        f"{path} must match {pattern}"
+
+
+def _shards(value: Any, path: str) -> str | None:
+    """Chunk counts by shard directory name."""
+    problem = map_of(natural)(value, path)
+    return problem or next((f"{path} has the shard name {name!r}" for name in value
+                            if not re.fullmatch(r"\d{8}\.shard", name)), None)
+
+
+_METADATA = fields({"format": kind(str), "run_id": _matching(r"\d+"), "finalized": kind(bool),
+                    "element_spec": SPEC_SCHEMA, "shards": _shards}, {"compression": nullable(kind(str))})
 
 
 class SnapshotDataset(UnaryDataset):
@@ -65,12 +87,17 @@ class SnapshotDataset(UnaryDataset):
         return hashed[1]
 
     def _finished(self) -> dict[str, Any] | None:
-        """The metadata of this pipeline's finished snapshot, if there is one."""
-        try:
-            metadata = json.loads((self._directory() / METADATA).read_text())
-        except (OSError, ValueError):
+        """The metadata of this pipeline's finished snapshot, if there is one; metadata that is damaged (not
+        JSON, not the schema) is logged and counts as none, so the snapshot is written again."""
+        path = self._directory() / METADATA
+        if not path.is_file():
             return None
-        return metadata if metadata.get("format") == FORMAT and metadata.get("finalized") else None
+        try:
+            metadata = read_json(path, _METADATA, "snapshot's metadata")
+        except errors.DataLossError as exc:
+            log.warning("%s; the snapshot is written again", exc.message)
+            return None
+        return metadata if metadata["format"] == FORMAT and metadata["finalized"] else None
 
     def _iterate(self) -> Iterator[Any]:
         metadata = self._finished()
@@ -86,7 +113,8 @@ class SnapshotDataset(UnaryDataset):
         run = self._directory() / metadata["run_id"]
         spec = spec_from_json(metadata["element_spec"])
         shards = ElementsDataset(
-            [ChunkFilesDataset([run / name / f"{k:08d}.snapshot.npz" for k in range(chunks)], spec)
+            [ChunkFilesDataset(chunk_paths(run / name, chunks, "{:08d}.snapshot.npz", self._directory() / METADATA),
+                               spec)
              for name, chunks in sorted(metadata["shards"].items())], None)
         if self.reader_func is not None:
             return iter(self.reader_func(shards))

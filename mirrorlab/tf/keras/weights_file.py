@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ... import errors
 from ...tensor import to_host
 
-__all__ = ["save", "load", "layer_arrays", "assign_layers"]
+__all__ = ["save", "load", "layer_arrays", "assign_layers", "counted_arrays"]
 
 SUFFIX = ".weights.h5"
 
@@ -33,21 +34,34 @@ def layer_arrays(layers: list[Any]) -> dict[str, np.ndarray]:
 def assign_layers(layers: list[Any], arrays: dict[str, np.ndarray], filepath: str) -> None:
     """Give ``layers`` the weights ``layer_arrays`` saved, after checking every count and shape (Keras' error)."""
     problems = []
-    for i, layer in enumerate(layers):
-        count = int(arrays.get(f"layers/{i}/count", 0))
-        values = [arrays[f"layers/{i}/vars/{j}"] for j in range(count)]
-        if count != len(layer.weights):
-            problems.append(f"Layer '{layer.name}' expected {len(layer.weights)} variables, but received {count} "
-                            "variables during loading.")
+    saved = [counted_arrays(arrays, f"layers/{i}/", filepath) for i in range(len(layers))]
+    for layer, values in zip(layers, saved):
+        if len(values) != len(layer.weights):
+            problems.append(f"Layer '{layer.name}' expected {len(layer.weights)} variables, but received "
+                            f"{len(values)} variables during loading.")
         else:
             problems += [f"Layer '{layer.name}': variable.shape={var.shape}, saved value.shape={value.shape}"
                          for var, value in zip(layer.weights, values) if tuple(var.shape) != value.shape]
     if problems:
         raise ValueError(f"A total of {len(problems)} objects could not be loaded from {filepath}: "
                          + " ".join(problems))
-    for i, layer in enumerate(layers):
-        for j, var in enumerate(layer.weights):
-            var.assign(arrays[f"layers/{i}/vars/{j}"])
+    for layer, values in zip(layers, saved):
+        for var, value in zip(layer.weights, values):
+            var.assign(value)
+
+
+def counted_arrays(arrays: dict[str, np.ndarray], prefix: str, filepath: str) -> list[np.ndarray]:
+    """The arrays ``<prefix>vars/0..n-1`` where ``<prefix>count`` says n (none without a count); DataLossError
+    naming the file where the count is no integer scalar or an array it counts is missing or not numeric."""
+    count = arrays.get(f"{prefix}count", np.int64(0))
+    if count.shape != () or count.dtype.kind not in "iu" or count < 0:
+        raise errors.DataLossError(f"{filepath} is damaged: {prefix}count is {count.dtype} {list(count.shape)}, not "
+                                   "a count.")
+    values = [arrays.get(f"{prefix}vars/{j}") for j in range(int(count))]
+    damaged = [j for j, value in enumerate(values) if value is None or value.dtype.kind not in "biufc"]
+    if damaged:
+        raise errors.DataLossError(f"{filepath} is damaged: {prefix}vars/{damaged[0]} is missing or not numeric.")
+    return values
 
 
 def save(layers: list[Any], filepath: str | os.PathLike) -> None:

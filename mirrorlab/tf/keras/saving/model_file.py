@@ -21,19 +21,23 @@ import os
 import tempfile
 import warnings
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
 
+from .... import errors
 from ...._version import __version__
 from ....tensor import to_host
-from ..weights_file import assign_layers, layer_arrays
+from ....train.file_checks import check, fields, kind, parse_json, read_npz
+from ..weights_file import assign_layers, counted_arrays, layer_arrays
 from .serialization import custom_object_scope, deserialize_keras_object, serialize_keras_object
 
 __all__ = ["save_model", "load_model"]
 
 CONFIG, METADATA, WEIGHTS = "config.json", "metadata.json", "model.weights.npz"
-MAX_JSON_BYTES = 64 << 20  # a config or metadata entry larger than this is not a model's
+MAX_MEMBER_BYTES = 16 << 30  # a member claiming more than this is damaged
+_CONFIG = fields({"class_name": kind(str), "config": kind(dict, list)})
 
 
 def _check_save_path(filepath: str) -> None:
@@ -92,11 +96,15 @@ def save_model(model: Any, filepath: str | os.PathLike, overwrite: bool = True, 
         raise
 
 
-def _read_json(archive: zipfile.ZipFile, name: str, filepath: str) -> Any:
-    info = archive.getinfo(name)
-    if info.file_size > MAX_JSON_BYTES:
-        raise ValueError(f"{filepath}: {name} is {info.file_size} bytes, more than a model config ({MAX_JSON_BYTES}).")
-    return json.loads(archive.read(name))
+def _read_member(archive: zipfile.ZipFile, name: str, filepath: str) -> bytes:
+    """Member ``name`` of the archive; DataLossError naming the file where the member is damaged."""
+    if archive.getinfo(name).file_size > MAX_MEMBER_BYTES:
+        raise errors.DataLossError(f"{filepath} is damaged: {name} claims {archive.getinfo(name).file_size} bytes.")
+    try:
+        return archive.read(name)
+    except (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError) as exc:
+        raise errors.DataLossError(f"{filepath} is damaged: {name} cannot be read ({type(exc).__name__}: "
+                                   f"{exc}).") from None
 
 
 def load_model(filepath: str | os.PathLike, custom_objects: dict[str, Any] | None = None, compile: bool = True,
@@ -127,10 +135,10 @@ def load_model(filepath: str | os.PathLike, custom_objects: dict[str, Any] | Non
                     if "model.weights.h5" in names else ""
                 raise ValueError(f"{filepath} holds no {WEIGHTS}{hint}.\nFix: load a file saved by mirrorlab's "
                                  "model.save, or rebuild the model and load its weights another way.")
-            config = _read_json(archive, CONFIG, filepath)
-            with archive.open(WEIGHTS) as stored, np.load(io.BytesIO(stored.read()), allow_pickle=False) as saved:
-                arrays = dict(saved)
-    except zipfile.BadZipFile as error:
+            config = parse_json(_read_member(archive, CONFIG, filepath), f"{filepath} ({CONFIG})")
+            check(config, _CONFIG, f"{filepath} ({CONFIG})")
+            arrays = read_npz(_read_member(archive, WEIGHTS, filepath), f"{filepath} ({WEIGHTS})")
+    except zipfile.BadZipFile as error:  # Keras' error for a file that is no zip at all
         raise ValueError(f"{filepath} is not a `.keras` zip file: {error}") from None
     if not compile:
         config.pop("compile_config", None)
@@ -146,10 +154,10 @@ def _assign(model: Any, arrays: dict[str, np.ndarray], filepath: str) -> None:
     optimizer = model.__dict__.get("optimizer")
     if optimizer is None or "optimizer/count" not in arrays:
         return
-    variables, count = optimizer.variables, int(arrays["optimizer/count"])
-    if count != len(variables):
+    variables, saved = optimizer.variables, counted_arrays(arrays, "optimizer/", filepath)
+    if len(saved) != len(variables):
         warnings.warn(f"Skipping variable loading for optimizer '{optimizer.name}', because it has {len(variables)} "
-                      f"variables whereas the saved optimizer has {count} variables.", stacklevel=3)
+                      f"variables whereas the saved optimizer has {len(saved)} variables.", stacklevel=3)
         return
-    for j, var in enumerate(variables):
-        var.assign(arrays[f"optimizer/vars/{j}"])
+    for var, value in zip(variables, saved):
+        var.assign(value)
