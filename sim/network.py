@@ -13,6 +13,7 @@ import numpy as np
 from mirrorlab import errors
 from mirrorlab.collective.message import AbortNotice, Message
 from mirrorlab.collective.transport import Transport
+from mirrorlab.tensor import immutable
 
 from .faults import route_delay
 from .scheduler import Scheduler, SimThread
@@ -111,7 +112,7 @@ class SimTransport(Transport):
 
     def send(self, dst: int, message: Message) -> None:
         payload = message.payload
-        if isinstance(payload, np.ndarray) and not _immutable(payload):
+        if isinstance(payload, np.ndarray) and not immutable(payload):
             payload = payload.copy()  # the network snapshots mutable memory, as serialization would
         self.network.send(self.group, self.rank, dst, Message(message.header, payload))
 
@@ -150,14 +151,6 @@ class SimTransport(Transport):
         for peer in range(self.size):
             if peer != self.rank:
                 self.network.send_abort(self.group, self.rank, peer, notice)
-
-
-def _immutable(array: np.ndarray) -> bool:
-    """True when ``array`` views memory nobody can write any more (a read-only owner)."""
-    root = array
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    return root.base is None and not root.flags.writeable
 
 
 def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: random.Random) -> Route:
