@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mirrorlab import errors
+
 __all__ = ["Segment", "segment_path", "SHM_DIR", "SLOT_META"]
 
 SHM_DIR = Path("/dev/shm")
@@ -62,10 +64,20 @@ class Segment:
         """Create ``path`` exclusively (FileExistsError if it exists) and publish this process's pid."""
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         try:
-            os.ftruncate(fd, cls.nbytes(size, capacity))
+            try:  # reserve the memory now: a full /dev/shm fails here, not later with SIGBUS on a write
+                os.posix_fallocate(fd, 0, cls.nbytes(size, capacity))
+            except OSError as exc:
+                os.close(fd)
+                fd = -1
+                os.unlink(path)
+                raise errors.ResourceExhaustedError(
+                    f"cannot reserve {cls.nbytes(size, capacity)} bytes of shared memory in {SHM_DIR} "
+                    f"({exc.strerror}). Fix: pass a smaller ring_bytes, or give the host (container) a larger "
+                    "/dev/shm, e.g. `docker run --shm-size=1g`.") from None
             segment = cls(path, mmap.mmap(fd, cls.nbytes(size, capacity)), size, capacity)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         segment.u64[[_C_PID // 8, _C_SIZE // 8, _C_CAPACITY // 8]] = [os.getpid(), size, capacity]
         segment.u64[_C_MAGIC // 8] = _MAGIC  # last: a peer that sees the magic sees the rest
         return segment

@@ -28,9 +28,18 @@ from .shm_ring import Ring
 from .shm_segment import ABORT_LEN, ABORT_TEXT, ABORT_TEXT_BYTES, ATTACHED, DATA_BELL, DEPARTED, Segment, segment_path
 from .shm_streams import WAIT_SLICE, Incoming, Outgoing
 
-__all__ = ["ShmTransport", "DEFAULT_RING_BYTES"]
+__all__ = ["ShmTransport", "default_ring_bytes"]
 
-DEFAULT_RING_BYTES = 4 << 20
+_RING_BUDGET = 256 << 20  # per worker, over all its inbound rings
+_RING_MIN, _RING_MAX = 4 << 20, 64 << 20
+
+
+def default_ring_bytes(size: int) -> int:
+    """Each inbound ring's size: large enough that a ring all-reduce's chunk of a tensor of up to 64 MiB
+    is written in one go by ``send`` (no writer thread, no snapshot copy), within 256 MiB per worker."""
+    share = _RING_BUDGET // max(1, size - 1)
+    return max(_RING_MIN, min(_RING_MAX, share)) // 4096 * 4096
+
 _SPINS = 200  # polls of the ring before sleeping: a reply that is microseconds away costs no syscall
 _CLOSE_WAIT = 5.0
 _SESSION = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -56,17 +65,19 @@ class ShmTransport(Transport):
                           for p, segment in peers.items()}
 
     @classmethod
-    def connect(cls, session: str, rank: int, size: int, *, ring_bytes: int = DEFAULT_RING_BYTES,
+    def connect(cls, session: str, rank: int, size: int, *, ring_bytes: int | None = None,
                 timeout: float = 30.0, names: Sequence[str] | None = None,
                 limits: ShmLimits = ShmLimits()) -> "ShmTransport":
         """Join the ``size``-worker group ``session`` (the same string on every worker) as ``rank``.
 
         Waits at most ``timeout`` seconds for every peer to appear, then raises ``UnavailableError``
-        naming the missing ranks."""
+        naming the missing ranks. ``ring_bytes`` (the same on every worker) defaults to
+        ``default_ring_bytes(size)``."""
         if not _SESSION.fullmatch(session):
             raise ValueError(f"session must be 1-64 letters, digits, '_', '-' or '.', got {session!r}")
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} is not in [0, {size}): every worker needs a distinct rank below size")
+        ring_bytes = default_ring_bytes(size) if ring_bytes is None else ring_bytes
         if ring_bytes < 4096 or ring_bytes % 64:
             raise ValueError(f"ring_bytes must be a multiple of 64 and at least 4096, got {ring_bytes}")
         names = list(names) if names is not None else [f"worker {r}" for r in range(size)]
@@ -134,8 +145,12 @@ class ShmTransport(Transport):
         if self._abort is not None:
             return
         self._abort = error
-        text = json.dumps(AbortNotice.of(self.rank, error).to_json()).encode("utf-8")[:ABORT_TEXT_BYTES]
-        for peer, segment in self._peers.items():
+        self._tell_peers(AbortNotice.of(self.rank, error))
+
+    def _tell_peers(self, notice: AbortNotice) -> None:
+        """Write ``notice`` into this worker's abort slot at every peer and wake them."""
+        text = json.dumps(notice.to_json()).encode("utf-8")[:ABORT_TEXT_BYTES]
+        for segment in self._peers.values():
             slot = segment.slot(self.rank)
             segment.u8[slot + ABORT_TEXT: slot + ABORT_TEXT + len(text)] = np.frombuffer(text, np.uint8)
             segment.set_word(slot + ABORT_LEN, len(text))
@@ -189,7 +204,7 @@ class ShmTransport(Transport):
         return None
 
     def _peer_failure(self, src: int) -> errors.OpError | None:
-        """The error for waiting on ``src`` while it, or any peer, is gone; it also fails this endpoint."""
+        """The error for waiting on ``src`` while it, or any peer, is gone; it also aborts the group."""
         if self._departed(src):
             return self._lose(src, f"{self.label(src)} finished its program while {self.label(self.rank)} still "
                                    "waits for its message.\nFix: every worker must run the same collectives in the "
@@ -198,15 +213,16 @@ class ShmTransport(Transport):
         if not dead:
             return None
         peer = dead[0]
-        return self._lose(peer, f"Collective ops is aborted by: {self.label(peer)} is unavailable: its process "
-                                f"exited while {self.label(self.rank)} waited for a message from worker {src}.\n"
-                                "Fix: look at that worker's log for an earlier error, or whether it was killed "
-                                f"(OOM, preemption, kill -9).\n{RESTART_HINT}")
+        return self._lose(peer, f"{self.label(peer)} is unavailable: its process exited while {self.label(self.rank)} "
+                                f"waited for a message from worker {src}.\nFix: look at that worker's log for an "
+                                "earlier error, or whether it was killed (OOM, preemption, kill -9).")
 
-    def _lose(self, peer: int, text: str) -> errors.OpError:
-        """Fail this endpoint (not the peers: each one notices a lost worker itself, as on gRPC)."""
+    def _lose(self, peer: int, why: str) -> errors.OpError:
+        """Fail the group with ``UnavailableError`` saying ``why``; peers learn it as an abort notice."""
         if self._abort is None:
-            self._abort = errors.UnavailableError(text, worker=self.names[peer])
+            self._abort = errors.UnavailableError(f"Collective ops is aborted by: {why}\n{RESTART_HINT}",
+                                                  worker=self.names[peer])
+            self._tell_peers(AbortNotice.of(self.rank, errors.UnavailableError(why)))
         return self._abort
 
     def _check_open(self) -> None:
