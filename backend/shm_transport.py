@@ -40,7 +40,7 @@ def default_ring_bytes(size: int) -> int:
     share = _RING_BUDGET // max(1, size - 1)
     return max(_RING_MIN, min(_RING_MAX, share)) // 4096 * 4096
 
-_SPINS = 200  # polls of the ring before sleeping: a reply that is microseconds away costs no syscall
+_SPINS = 50  # polls of the ring (yielding the core between them) before sleeping on the futex
 _CLOSE_WAIT = 5.0
 _SESSION = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -132,6 +132,7 @@ class ShmTransport(Transport):
                 return message
             if spins < _SPINS:
                 spins += 1
+                os.sched_yield()  # let a peer sharing this core run; it is likely the one we wait for
                 continue
             error = self.abort_error or self._peer_failure(src)
             if error is not None:
