@@ -200,8 +200,12 @@ class ShmTransport(Transport):
 
     def _stall_reason(self, peer: int) -> str | None:
         """Why ``peer`` will never read its ring again, or None while it may."""
-        if self._closed or peer in self._watch.exited():
-            return "gone"
+        if self._closed:
+            return "this transport is closed"
+        if self._departed(peer):
+            return f"{self.label(peer)} finished its program"
+        if peer in self._watch.exited():
+            return f"{self.label(peer)} exited"
         return None
 
     def _peer_failure(self, src: int) -> errors.OpError | None:
