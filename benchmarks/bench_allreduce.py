@@ -6,7 +6,7 @@ when ``mirrorlab.backend.grpc_transport`` exists, and ``torch.distributed`` gloo
 importable. Each repetition starts after a barrier and counts the slowest rank's time; busbw =
 bytes / time x 2(n-1)/n, as nccl-tests define it.
 
-Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7]``.
+Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7] [--reuse-memory]``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mirrorlab.backend.malloc_tuning import reuse_freed_memory_env
 from mirrorlab.backend.shm_transport import ShmTransport
 from mirrorlab.collective.allreduce_halving_doubling import allreduce_halving_doubling
 from mirrorlab.collective.allreduce_ring import allreduce_ring
@@ -124,16 +125,23 @@ def _free_ports(count: int) -> list[int]:
 
 
 def measure(n: int, sizes: list[int], reps: int, warmup: int, use_grpc: bool, use_torch: bool,
-            timeout: float = 1800.0) -> dict[str, np.ndarray]:
-    """Per path, an array (reps, sizes) of the slowest rank's seconds, from ``n`` spawned processes."""
+            timeout: float = 1800.0, reuse_memory: bool = False) -> dict[str, np.ndarray]:
+    """Per path, an array (reps, sizes) of the slowest rank's seconds, from ``n`` spawned processes
+    (started with ``malloc_tuning``'s environment when ``reuse_memory``: it applies to every path)."""
     ports = _free_ports(n + 1)
     config = {"session": f"bench{uuid.uuid4().hex[:10]}", "sizes": sizes, "reps": reps, "warmup": warmup,
               "grpc": use_grpc, "torch": use_torch, "grpc_ports": ports[:n], "gloo_port": ports[n]}
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as out:
         processes = [context.Process(target=worker, args=(r, n, config, out), daemon=True) for r in range(n)]
-        for p in processes:
-            p.start()
+        saved = dict(os.environ)
+        os.environ.update(reuse_freed_memory_env() if reuse_memory else {})
+        try:
+            for p in processes:
+                p.start()  # a spawned process starts with this process's environment
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         end = time.monotonic() + timeout
         for p in processes:
             p.join(max(0.1, end - time.monotonic()))
@@ -177,13 +185,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--no-torch", action="store_true", help="leave gloo out even when torch is importable")
     parser.add_argument("--no-grpc", action="store_true", help="leave the gRPC path out even when it exists")
+    parser.add_argument("--reuse-memory", action="store_true",
+                        help="start the workers with glibc's large-buffer reuse (backend/malloc_tuning.py)")
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     use_torch, use_grpc = HAS_TORCH and not args.no_torch, HAS_GRPC and not args.no_grpc
     print(f"host: {os.cpu_count()} CPUs; gloo: {'yes' if use_torch else 'skipped (torch not importable)'}; "
-          f"gRPC: {'yes' if use_grpc else 'skipped (mirrorlab.backend.grpc_transport not present)'}")
+          f"gRPC: {'yes' if use_grpc else 'skipped (mirrorlab.backend.grpc_transport not present)'}; "
+          f"glibc buffer reuse: {'on' if args.reuse_memory else 'off'}")
     for n in (int(p) for p in args.procs.split(",")):
-        print(report(n, sizes, measure(n, sizes, args.reps, args.warmup, use_grpc, use_torch)), flush=True)
+        print(report(n, sizes, measure(n, sizes, args.reps, args.warmup, use_grpc, use_torch,
+                                       reuse_memory=args.reuse_memory)), flush=True)
 
 
 if __name__ == "__main__":
