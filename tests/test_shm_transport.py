@@ -22,7 +22,7 @@ import shm_workers
 from mirrorlab import errors
 from mirrorlab.backend.shm_frame import FrameError, ShmLimits, encode, header_length, parse_header
 from mirrorlab.backend.shm_segment import SHM_DIR
-from mirrorlab.backend.shm_transport import ShmTransport
+from mirrorlab.backend.shm_transport import ShmTransport, default_ring_bytes
 from mirrorlab.collective.message import Fingerprint, Header, Message
 from mirrorlab.sim import SimCluster
 
@@ -255,3 +255,28 @@ def test_frames_are_refused_before_any_allocation():
         header_length(b"XXXX\x00\x00\x00\x00", ShmLimits())
     with pytest.raises(FrameError, match="cannot send dtype"):
         encode(_message(0, np.array(["a"])), ShmLimits())
+
+
+def test_a_writer_stops_streaming_to_a_peer_that_said_goodbye(session):
+    a, b = _pair(session, ring_bytes=4096)
+    try:
+        a.send(1, _message(0, np.zeros(100_000, np.float32)))  # far more than the ring: the writer thread holds the rest
+        outgoing = a._outgoing[1]
+        assert not outgoing.idle()
+        b.close()
+        end = time.monotonic() + 10
+        while not outgoing.idle() and time.monotonic() < end:
+            time.sleep(0.01)
+        assert outgoing.idle()  # dropped, instead of waiting forever for room in a ring nobody reads
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 8, 64])
+def test_default_rings_hold_a_64_mib_ring_chunk_within_256_mib_per_worker(size):
+    ring = default_ring_bytes(size)
+    assert ring % 4096 == 0 and 4 << 20 <= ring <= 64 << 20
+    assert ring * (size - 1) <= 256 << 20 or ring == 4 << 20
+    if size <= 4:
+        assert ring >= (64 << 20) // size + 4096  # a chunk plus its header goes in without the writer thread
