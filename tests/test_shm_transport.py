@@ -11,7 +11,6 @@ import signal
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
