@@ -18,7 +18,7 @@ import numpy as np
 
 from . import errors, nest
 
-__all__ = ["Tensor", "tensor_view", "tensors_out", "returns_tensors", "as_tensor", "array_module", "is_cupy", "frozen", "dtype_name", "shape_of", "asarray", "to_host", "like",
+__all__ = ["Tensor", "tensor_view", "tensors_out", "returns_tensors", "as_tensor", "array_module", "is_cupy", "frozen", "immutable", "dtype_name", "shape_of", "asarray", "to_host", "like",
            "device_of", "IndexedSlices", "STRING", "is_string", "canonical", "encoded", "list_leaves",
            "truncating_divide"]
 
@@ -266,6 +266,15 @@ def returns_tensors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return tensors_out(fn(*args, **kwargs))
     return wrapper
+
+
+def immutable(array: np.ndarray) -> bool:
+    """True when ``array`` views memory nobody can write any more (a read-only owner), so a transport
+    may send it later without taking a copy now."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return root.base is None and not root.flags.writeable
 
 
 def frozen(array: Any) -> Any:

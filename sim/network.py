@@ -13,6 +13,7 @@ import numpy as np
 from mirrorlab import errors
 from mirrorlab.collective.message import AbortNotice, Message
 from mirrorlab.collective.transport import Transport
+from mirrorlab.tensor import immutable
 
 from .faults import Cut, Drop, route_delay
 from .scheduler import Scheduler, SimThread
@@ -129,7 +130,7 @@ class SimTransport(Transport):
 
     def send(self, dst: int, message: Message) -> None:
         payload = message.payload
-        if isinstance(payload, np.ndarray) and not _immutable(payload):
+        if isinstance(payload, np.ndarray) and not immutable(payload):
             payload = payload.copy()  # the network snapshots mutable memory, as serialization would
         self.network.send(self.group, self.rank, dst, Message(message.header, payload))
 
@@ -175,14 +176,6 @@ def _affects(fault: object, src: int, dst: int) -> bool:
     if isinstance(fault, Cut):
         return {src, dst} == {fault.a, fault.b}
     return isinstance(fault, Drop) and (fault.src, fault.dst) == (src, dst)
-
-
-def _immutable(array: np.ndarray) -> bool:
-    """True when ``array`` views memory nobody can write any more (a read-only owner)."""
-    root = array
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    return root.base is None and not root.flags.writeable
 
 
 def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: random.Random) -> Route:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 from pathlib import Path
 
@@ -38,3 +39,18 @@ def test_allreduce_timing_runs_on_several_workers():
     bench = _load()
     times = bench.allreduce_1m(workers=2, devices=2, repeats=2, size=16)
     assert len(times) == 2 and all(t >= 0.0 for t in times)
+
+
+def test_allreduce_benchmark_runs_and_reports_bus_bandwidth(monkeypatch):
+    """The all-reduce benchmark runs 2 processes on a tiny size and prints one row per path; busbw follows
+    nccl-tests (bytes / time x 2(n-1)/n). Speed itself is not asserted."""
+    monkeypatch.syspath_prepend(str(BENCH.parent))  # spawned workers import the script by name
+    bench = importlib.import_module("bench_allreduce")
+    assert bench.parse_size("4K") == 4096 and bench.parse_size("64MiB") == 64 << 20
+    assert bench.busbw(1000, 1.0, 4) == 1500.0
+    results = bench.measure(2, [4096], reps=2, warmup=0, use_grpc=False, use_torch=False, timeout=120,
+                            reuse_memory=True)
+    assert set(results) == {"shm ring", "shm halving-doubling"}
+    assert all(times.shape == (2, 1) and (times > 0).all() for times in results.values())
+    table = bench.report(2, [4096], results)
+    assert "4 KiB" in table and "shm ring" in table and "busbw GB/s" in table

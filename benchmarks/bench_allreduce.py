@@ -1,0 +1,202 @@
+"""All-reduce latency and bus bandwidth between local processes (issue 29; never asserted in tests).
+
+Every path runs in the same worker processes, interleaved (repetition, then size, then path), so they
+share the machine's state: mirrorlab over shared memory (ring and halving-doubling), mirrorlab over gRPC
+when ``mirrorlab.backend.grpc_transport`` exists, and ``torch.distributed`` gloo when torch is
+importable. Each repetition starts after a barrier and counts the slowest rank's time; busbw =
+bytes / time x 2(n-1)/n, as nccl-tests define it.
+
+Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7] [--reuse-memory]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import multiprocessing
+import os
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mirrorlab.backend.malloc_tuning import reuse_freed_memory_env
+from mirrorlab.backend.shm_transport import ShmTransport
+from mirrorlab.collective.allreduce_halving_doubling import allreduce_halving_doubling
+from mirrorlab.collective.allreduce_ring import allreduce_ring
+from mirrorlab.collective.barrier import barrier
+from mirrorlab.collective.communicator import Communicator
+from mirrorlab.collective.message import Fingerprint
+from mirrorlab.tensor import frozen
+
+DEFAULT_SIZES = "4K,64K,1M,16M,64M"
+HAS_GRPC = importlib.util.find_spec("mirrorlab.backend.grpc_transport") is not None
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def parse_size(text: str) -> int:
+    """``4K`` -> 4096 bytes, ``64M`` -> 64 MiB, ``100`` -> 100 bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def busbw(nbytes: int, seconds: float, n: int) -> float:
+    """Bus bandwidth in bytes/s (nccl-tests): algorithm bandwidth x 2(n-1)/n."""
+    return nbytes / seconds * 2 * (n - 1) / n
+
+
+def _mirrorlab_path(comm: Communicator, algorithm: Callable) -> Callable[[np.ndarray], object]:
+    def run(x: np.ndarray) -> object:
+        inst = comm.start(Fingerprint("all_reduce", "float32", x.shape, algorithm.__name__), "bench", None)
+        result = algorithm(inst, x)
+        inst.done()
+        return result
+    return run
+
+
+def _gloo_path(rank: int, n: int, port: int) -> Callable[[np.ndarray], object]:
+    import torch.distributed as dist
+    import torch
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+    tensors: dict[int, object] = {}
+
+    def run(x: np.ndarray) -> object:
+        tensor = tensors.setdefault(x.size, torch.from_numpy(x.copy()))
+        dist.all_reduce(tensor)
+        return tensor
+    return run
+
+
+def _grpc_comm(rank: int, n: int, ports: list[int], names: list[str]) -> tuple[Communicator, object]:
+    from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
+    node = PeerNode(rank, names, [f"127.0.0.1:{p}" for p in ports], token=f"bench-{ports[0]}")
+    node.start()
+    return Communicator(rank, n, names, GrpcTransport(node, group=0)), node
+
+
+def worker(rank: int, n: int, config: dict, out: str) -> None:
+    """One benchmark process: set up every path, then time them interleaved; save times as ``<rank>.npy``."""
+    names = [f"/job:worker/task:{r}" for r in range(n)]
+    closers = []
+    if config["grpc"]:
+        grpc_comm, node = _grpc_comm(rank, n, config["grpc_ports"], names)
+        closers.append(node.close)
+    with ShmTransport.connect(config["session"], rank, n, names=names, timeout=120) as transport:
+        comm = Communicator(rank, n, names, transport)
+        paths = {"shm ring": _mirrorlab_path(comm, allreduce_ring),
+                 "shm halving-doubling": _mirrorlab_path(comm, allreduce_halving_doubling)}
+        if config["grpc"]:
+            paths["grpc ring"] = _mirrorlab_path(grpc_comm, allreduce_ring)
+        if config["torch"]:
+            paths["gloo"] = _gloo_path(rank, n, config["gloo_port"])
+        inputs = [frozen(np.full(size // 4, rank + 1, np.float32)) for size in config["sizes"]]
+        times = np.zeros((config["reps"], len(inputs), len(paths)))
+        for rep in range(config["warmup"] + config["reps"]):
+            for s, x in enumerate(inputs):
+                for p, run in enumerate(paths.values()):
+                    inst = comm.start(Fingerprint("barrier"), "bench barrier", None)
+                    barrier(inst)
+                    inst.done()
+                    start = time.perf_counter()
+                    run(x)
+                    if rep >= config["warmup"]:
+                        times[rep - config["warmup"], s, p] = time.perf_counter() - start
+        np.save(Path(out) / f"{rank}.npy", times, allow_pickle=False)
+        (Path(out) / "paths.txt").write_text("\n".join(paths))
+    for close in closers:
+        close()
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def measure(n: int, sizes: list[int], reps: int, warmup: int, use_grpc: bool, use_torch: bool,
+            timeout: float = 1800.0, reuse_memory: bool = False) -> dict[str, np.ndarray]:
+    """Per path, an array (reps, sizes) of the slowest rank's seconds, from ``n`` spawned processes
+    (started with ``malloc_tuning``'s environment when ``reuse_memory``: it applies to every path)."""
+    ports = _free_ports(n + 1)
+    config = {"session": f"bench{uuid.uuid4().hex[:10]}", "sizes": sizes, "reps": reps, "warmup": warmup,
+              "grpc": use_grpc, "torch": use_torch, "grpc_ports": ports[:n], "gloo_port": ports[n]}
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as out:
+        processes = [context.Process(target=worker, args=(r, n, config, out), daemon=True) for r in range(n)]
+        saved = dict(os.environ)
+        os.environ.update(reuse_freed_memory_env() if reuse_memory else {})
+        try:
+            for p in processes:
+                p.start()  # a spawned process starts with this process's environment
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        end = time.monotonic() + timeout
+        for p in processes:
+            p.join(max(0.1, end - time.monotonic()))
+        for p in processes:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        if any(p.exitcode != 0 for p in processes):
+            raise RuntimeError(f"benchmark workers exited with {[p.exitcode for p in processes]}")
+        slowest = np.max([np.load(Path(out) / f"{r}.npy", allow_pickle=False) for r in range(n)], axis=0)
+        names = (Path(out) / "paths.txt").read_text().split("\n")
+    return {name: slowest[:, :, k] for k, name in enumerate(names)}
+
+
+def report(n: int, sizes: list[int], results: dict[str, np.ndarray]) -> str:
+    """A table: per size and path, min/median latency, busbw at the median, and the ratio to gloo."""
+    lines = [f"\n{n} processes, float32 all-reduce (slowest rank per repetition; {len(next(iter(results.values())))} reps)",
+             f"{'size':>8} {'path':<22} {'min ms':>9} {'median ms':>10} {'busbw GB/s':>11} {'vs gloo':>8}"]
+    for s, size in enumerate(sizes):
+        gloo = np.median(results["gloo"][:, s]) if "gloo" in results else None
+        for name, times in results.items():
+            median = float(np.median(times[:, s]))
+            ratio = f"{gloo / median:7.2f}x" if gloo is not None and name != "gloo" else ""
+            lines.append(f"{_human(size):>8} {name:<22} {times[:, s].min() * 1e3:9.3f} {median * 1e3:10.3f} "
+                         f"{busbw(size, median, n) / 1e9:11.3f} {ratio:>8}")
+    return "\n".join(lines)
+
+
+def _human(nbytes: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help="comma-separated byte sizes (4K, 1M, ...)")
+    parser.add_argument("--procs", default="2,4", help="comma-separated process counts")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--no-torch", action="store_true", help="leave gloo out even when torch is importable")
+    parser.add_argument("--no-grpc", action="store_true", help="leave the gRPC path out even when it exists")
+    parser.add_argument("--reuse-memory", action="store_true",
+                        help="start the workers with glibc's large-buffer reuse (backend/malloc_tuning.py)")
+    args = parser.parse_args(argv)
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    use_torch, use_grpc = HAS_TORCH and not args.no_torch, HAS_GRPC and not args.no_grpc
+    print(f"host: {os.cpu_count()} CPUs; gloo: {'yes' if use_torch else 'skipped (torch not importable)'}; "
+          f"gRPC: {'yes' if use_grpc else 'skipped (mirrorlab.backend.grpc_transport not present)'}; "
+          f"glibc buffer reuse: {'on' if args.reuse_memory else 'off'}")
+    for n in (int(p) for p in args.procs.split(",")):
+        print(report(n, sizes, measure(n, sizes, args.reps, args.warmup, use_grpc, use_torch,
+                                       reuse_memory=args.reuse_memory)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
