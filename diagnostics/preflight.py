@@ -12,10 +12,12 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from mirrorlab.diagnostics.address_checks import is_loopback, split_address
 from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
-from mirrorlab.diagnostics.preflight_probe import PeerProbe, Reach, Resolver, probe_peer, resolves_to_loopback
+from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
+                                                   resolves_to_loopback)
 from mirrorlab.diagnostics.preflight_server import ProbeServer
 from mirrorlab.diagnostics.tf_config_lint import check_tf_config
 from mirrorlab.diagnostics.tf_config_parse import parse_tf_config
@@ -89,6 +91,8 @@ def run_preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0
     peers = [(task_label(job, i), address) for job in _PROBED_JOBS for i, address in
              sorted(view.jobs.get(job, {}).items()) if task_label(job, i) != own]
     hosts = {address.rsplit(":", 1)[0] for _, address in view.addresses()}
+    if len(hosts) > 1:
+        findings += _own_name_findings(own, own_address, timeout_s, resolve)
     server = _serve(own, own_address, fingerprint, findings)
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(peers)))) as pool:
@@ -102,6 +106,22 @@ def run_preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0
     findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
                                                             if p.fingerprint is not None])
     return findings
+
+
+def _own_name_findings(own: str, address: str, timeout_s: float, resolve: Resolver) -> list[Finding]:
+    """ML-NET-006 when this task's own host name resolves to loopback here: it would listen where no peer can reach."""
+    host_port, _ = split_address(address)
+    if host_port is None or is_loopback(host_port.host):
+        return []  # literal loopback is ML-CFG-028's
+    resolved, problem = resolve_host(host_port, timeout_s, resolve)
+    if problem is not None or not all(is_loopback(ip) for ip in resolved):
+        return []
+    return [Finding(NAME_IS_LOOPBACK, Severity.ERROR, (own,),
+                    f"{own}'s own host in {address} resolves to {', '.join(resolved)} here, so it listens on loopback "
+                    "only and no other host can reach it",
+                    f"{host_port.host!r} resolved on this host: {', '.join(resolved)}",
+                    "Map the name to the host's real IP in /etc/hosts or DNS (Debian maps its own name to 127.0.1.1), "
+                    "or write the IP in TF_CONFIG.")]
 
 
 def _serve(own: str, address: str, fingerprint: dict, findings: list[Finding]) -> ProbeServer | None:

@@ -23,7 +23,7 @@ from mirrorlab.diagnostics.address_checks import HostPort, is_loopback, split_ad
 from mirrorlab.diagnostics.fingerprint import is_fingerprint
 from mirrorlab.diagnostics.preflight_server import FINGERPRINT_METHOD, MAX_MESSAGE_BYTES, PREFLIGHT_SERVICE
 
-__all__ = ["Reach", "PeerProbe", "Resolver", "probe_peer", "grpc_target", "resolves_to_loopback"]
+__all__ = ["Reach", "PeerProbe", "Resolver", "probe_peer", "grpc_target", "resolves_to_loopback", "resolve_host"]
 
 #: ``socket.getaddrinfo``'s signature, replaceable in tests so no real DNS server is ever asked.
 Resolver = Callable[..., list]
@@ -86,7 +86,7 @@ def probe_peer(peer: str, address: str, *, timeout_s: float = 2.0, wait_s: float
 
 
 def _probe_once(peer: str, address: str, host_port: HostPort, timeout_s: float, resolve: Resolver) -> PeerProbe:
-    resolved, problem = _resolve(host_port, timeout_s, resolve)
+    resolved, problem = resolve_host(host_port, timeout_s, resolve)
     if problem is not None:
         return PeerProbe(peer, address, Reach.UNRESOLVABLE, problem)
     status, detail, connect_s = _connect(resolved[0], host_port.port, timeout_s)
@@ -96,7 +96,7 @@ def _probe_once(peer: str, address: str, host_port: HostPort, timeout_s: float, 
     return _handshake(probe, grpc_target(host_port), timeout_s)
 
 
-def _resolve(host_port: HostPort, timeout_s: float, resolve: Resolver) -> tuple[list[str], str | None]:
+def resolve_host(host_port: HostPort, timeout_s: float, resolve: Resolver) -> tuple[list[str], str | None]:
     """The host's addresses, or why there are none; bounded by ``timeout_s`` (a resolver can block for long)."""
     outcome: dict[str, Any] = {}
 
