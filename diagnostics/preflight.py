@@ -11,11 +11,14 @@ from __future__ import annotations
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from mirrorlab.diagnostics.address_checks import is_loopback, split_address
 from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
+from mirrorlab.diagnostics.link_report import fit_links, link_findings
 from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
                                                    resolves_to_loopback)
 from mirrorlab.diagnostics.preflight_server import ProbeServer
@@ -24,7 +27,7 @@ from mirrorlab.diagnostics.tf_config_parse import parse_tf_config
 from mirrorlab.diagnostics.tf_config_view import read_view, task_label
 
 __all__ = ["REFUSED", "FILTERED", "UNRESOLVABLE", "UNREACHABLE", "WRONG_SERVICE", "NAME_IS_LOOPBACK", "CANNOT_SERVE",
-           "REACHABILITY", "run_preflight", "probe_findings"]
+           "REACHABILITY", "PreflightReport", "preflight", "run_preflight", "probe_findings"]
 
 REFUSED = register_code("ML-NET-001", "a peer refuses connections: nothing listens on its port")
 FILTERED = register_code("ML-NET-002", "a peer never answers: packets are silently dropped (a firewall)")
@@ -75,19 +78,44 @@ def probe_findings(own: str, probes: list[PeerProbe], multi_host: bool) -> list[
     return findings
 
 
-def run_preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
-                  resolve: Resolver = socket.getaddrinfo) -> list[Finding]:
-    """Everything preflight finds for the task of ``tf_config``; no network unless the TF_CONFIG is valid."""
+@dataclass
+class PreflightReport:
+    """What one preflight found: its ``findings``, and for merging with other tasks' reports, this task's label,
+    the ring's tasks in order (chief, then workers by index) and its ``probes``."""
+
+    findings: list[Finding]
+    own: str = ""
+    tasks: list[str] = field(default_factory=list)
+    probes: list[PeerProbe] = field(default_factory=list)
+
+    def json_extra(self) -> dict[str, Any]:
+        """The keys ``--json`` adds to the findings: every probed pair's status and timed transfers."""
+        return {"task": self.own, "tasks": self.tasks,
+                "probes": [{"from": self.own, "to": p.peer, "status": p.status.value,
+                            "samples": [list(sample) for sample in p.samples]} for p in self.probes]}
+
+
+def run_preflight(tf_config: str, **options: Any) -> list[Finding]:
+    """Everything preflight finds for the task of ``tf_config`` (see ``preflight``)."""
+    return preflight(tf_config, **options).findings
+
+
+def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
+              resolve: Resolver = socket.getaddrinfo, bulk_bytes: int = 0,
+              model_bytes: int | None = None) -> PreflightReport:
+    """Checks ``tf_config``, then (when it is valid) serves this task's probe, probes and times every peer
+    (``bulk_bytes`` in bulk), and compares environments."""
     findings = check_tf_config(tf_config, "TF_CONFIG")
     config, _ = parse_tf_config(tf_config)
     if exit_code(findings) == EXIT_INVALID_CONFIG or config is None:
-        return findings
+        return PreflightReport(findings)
     view = read_view(config, "TF_CONFIG")
     if not view.task_type or view.task_index is None or not view.jobs:
-        return findings  # single-worker mode: no peers
+        return PreflightReport(findings)  # single-worker mode: no peers
     own = task_label(view.task_type, view.task_index)
     own_address = view.jobs[view.task_type][view.task_index]
     fingerprint = collect_fingerprint()
+    tasks = [task_label(job, i) for job in _PROBED_JOBS for i in sorted(view.jobs.get(job, {}))]
     peers = [(task_label(job, i), address) for job in _PROBED_JOBS for i, address in
              sorted(view.jobs.get(job, {}).items()) if task_label(job, i) != own]
     hosts = {address.rsplit(":", 1)[0] for _, address in view.addresses()}
@@ -97,15 +125,16 @@ def run_preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(peers)))) as pool:
             probes = list(pool.map(lambda peer: probe_peer(*peer, timeout_s=timeout_s, wait_s=wait_s,
-                                                           resolve=resolve), peers))
+                                                           resolve=resolve, bulk_bytes=bulk_bytes), peers))
         time.sleep(linger_s)  # keep answering peers that probe us later
     finally:
         if server is not None:
             server.stop()
     findings += probe_findings(own, probes, multi_host=len(hosts) > 1)
+    findings += link_findings(fit_links({(own, p.peer): p.samples for p in probes}), tasks, model_bytes)
     findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
                                                             if p.fingerprint is not None])
-    return findings
+    return PreflightReport(findings, own, tasks, probes)
 
 
 def _own_name_findings(own: str, address: str, timeout_s: float, resolve: Resolver) -> list[Finding]:

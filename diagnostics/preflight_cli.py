@@ -10,7 +10,7 @@ import sys
 
 from mirrorlab.diagnostics.diagnose import MAX_INPUT_BYTES
 from mirrorlab.diagnostics.findings import exit_code, render_text, to_json
-from mirrorlab.diagnostics.preflight import run_preflight
+from mirrorlab.diagnostics.preflight import preflight
 
 __all__ = ["register"]
 
@@ -27,7 +27,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="gang window: retry peers that are not up yet (refused, not in DNS, not serving) for S seconds")
     parser.add_argument("--linger", type=float, default=None, metavar="S",
                         help="keep answering peers' probes S seconds after probing (default: --wait)")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("--bulk-mib", type=float, default=4.0, metavar="MIB",
+                        help="MiB sent to each peer to measure bandwidth (default 4; 0: latency only)")
+    parser.add_argument("--model-bytes", type=int, default=None, metavar="BYTES",
+                        help="predict the ring all-reduce time of a model this many bytes big from the measured links")
+    parser.add_argument("--json", action="store_true", help="print the findings (and every probe) as JSON")
     parser.set_defaults(func=_preflight)
 
 
@@ -38,16 +42,21 @@ def _preflight(args: argparse.Namespace) -> int:
             print(f"mirrorlab preflight: --{name} {value} is outside {'(0' if name == 'timeout' else '[0'}, 3600] "
                   "seconds.", file=sys.stderr)
             return 2
+    if not 0 <= args.bulk_mib <= 64 or (args.model_bytes is not None and args.model_bytes <= 0):
+        print("mirrorlab preflight: --bulk-mib must be in [0, 64] and --model-bytes a positive number of bytes.",
+              file=sys.stderr)
+        return 2
     text = _tf_config_text(args.tf_config)
     if text is None:
         return 2
     linger = args.wait if args.linger is None else args.linger
-    findings = run_preflight(text, timeout_s=args.timeout, wait_s=args.wait, linger_s=linger)
+    report = preflight(text, timeout_s=args.timeout, wait_s=args.wait, linger_s=linger,
+                       bulk_bytes=int(args.bulk_mib * (1 << 20)), model_bytes=args.model_bytes)
     if args.json:
-        print(to_json(findings))
+        print(to_json(report.findings, **report.json_extra()))
     else:
-        sys.stdout.write(render_text(findings, stream=sys.stdout))
-    return exit_code(findings)
+        sys.stdout.write(render_text(report.findings, stream=sys.stdout))
+    return exit_code(report.findings)
 
 
 def _tf_config_text(path: str | None) -> str | None:

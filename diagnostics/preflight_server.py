@@ -13,12 +13,14 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-__all__ = ["PREFLIGHT_SERVICE", "FINGERPRINT_METHOD", "MAX_MESSAGE_BYTES", "ProbeServer"]
+__all__ = ["PREFLIGHT_SERVICE", "FINGERPRINT_METHOD", "SINK_METHOD", "MAX_MESSAGE_BYTES", "ProbeServer"]
 
 #: The health-checked service name a peer asks for; anything else answering on the port is the wrong service.
 PREFLIGHT_SERVICE = "mirrorlab.Preflight"
 #: Full method name of the fingerprint exchange (request: empty bytes; response: fingerprint JSON bytes).
 FINGERPRINT_METHOD = f"/{PREFLIGHT_SERVICE}/Fingerprint"
+#: Full method name of the timed transfers (request: any bytes up to the limit; response: empty bytes).
+SINK_METHOD = f"/{PREFLIGHT_SERVICE}/Sink"
 #: The largest message the probe sends or accepts.
 MAX_MESSAGE_BYTES = 1 << 20
 
@@ -27,7 +29,8 @@ _OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 
 
 class ProbeServer:
-    """A gRPC server on ``address`` answering health checks for ``PREFLIGHT_SERVICE`` and returning ``fingerprint``."""
+    """A gRPC server on ``address`` answering health checks for ``PREFLIGHT_SERVICE``, returning ``fingerprint`` and
+    swallowing the timed transfers."""
 
     def __init__(self, address: str, fingerprint: dict[str, Any]) -> None:
         payload = json.dumps(fingerprint).encode()
@@ -37,9 +40,9 @@ class ProbeServer:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_OPTIONS)
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        handler = grpc.unary_unary_rpc_method_handler(lambda request, context: payload)
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(PREFLIGHT_SERVICE, {"Fingerprint": handler}),))
+        handlers = {"Fingerprint": grpc.unary_unary_rpc_method_handler(lambda request, context: payload),
+                    "Sink": grpc.unary_unary_rpc_method_handler(lambda request, context: b"")}
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(PREFLIGHT_SERVICE, handlers),))
         self.port = self._server.add_insecure_port(address)  # raises RuntimeError when it cannot bind
 
     def start(self) -> "ProbeServer":

@@ -21,11 +21,12 @@ from netns_lab import NetnsLab
 
 PORT = 23456
 TIMEOUT_S, WAIT_S, LINGER_S = 1.0, 3.0, 4.0
-#: preflight's own bound (wait, four probe stages, linger) plus room for starting Python and importing gRPC.
-BOUND_S = WAIT_S + 4 * TIMEOUT_S + LINGER_S + 20.0
+#: preflight's own bound (wait, five probe stages, linger) plus room for starting Python and importing gRPC.
+BOUND_S = WAIT_S + 5 * TIMEOUT_S + LINGER_S + 20.0
 
 _REASON = netns_lab.unavailable_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"no network namespaces: {_REASON}")
+needs_tc = pytest.mark.skipif(shutil.which("tc") is None, reason="tc (iproute2) is not installed")
 needs_nft = pytest.mark.skipif(shutil.which("nft") is None,
                                reason="nftables is not installed (.ci/run installs it when it runs as root)")
 
@@ -158,3 +159,31 @@ def test_a_host_name_that_is_localhost_in_disguise_is_observed_live(lab: NetnsLa
     own = [f for f in outcomes[1].report["findings"] if f["code"] == "ML-NET-006"]
     assert [f["workers"] for f in own] == [["worker:1"]] and "127.0.1.1" in own[0]["evidence"]
     assert outcomes[1].returncode == 1
+
+
+def _slow_down(lab: NetnsLab, host: int, to: int) -> str:
+    """Slows the packets ``host`` sends to ``to`` (only those): an htb class of 20 Mbit/s picked by a u32 filter, with
+    a netem delay of 30 ms under it where the kernel has netem. Returns what was done."""
+    ns, device = lab.hosts[host].namespace, lab.hosts[host].interface
+    for command in (("qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10"),
+                    ("class", "add", "dev", device, "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit"),
+                    ("class", "add", "dev", device, "parent", "1:", "classid", "1:30", "htb", "rate", "20mbit"),
+                    ("filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+                     "ip", "dst", f"{lab.hosts[to].ip}/32", "flowid", "1:30")):
+        done = netns_lab.run("tc", *command, namespace=ns, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"tc cannot shape one link here (tc {' '.join(command[:2])}: {done.stderr.strip()})")
+    delayed = netns_lab.run("tc", "qdisc", "add", "dev", device, "parent", "1:30", "handle", "30:", "netem", "delay",
+                            "30ms", namespace=ns, check=False)
+    return "20 Mbit/s" + (" and 30 ms" if delayed.returncode == 0 else " (no netem in this kernel)")
+
+
+@needs_tc
+def test_a_slowed_link_is_named_slow(lab: NetnsLab, tmp_path: Path) -> None:
+    _slow_down(lab, host=0, to=2)
+    outcomes = _preflight(lab, _addresses(lab), [0, 1, 2], tmp_path, ("--bulk-mib", "1", "--model-bytes", "4000000"))
+    slow = [f for f in outcomes[0].report["findings"] if f["code"] == "ML-NET-009"]
+    assert ["worker:0", "worker:2"] in [f["workers"] for f in slow]
+    [matrix] = [f for f in outcomes[0].report["findings"] if f["code"] == "ML-NET-011"]
+    assert "bounded by worker:0 -> worker:1" in matrix["message"]  # worker:0's only ring link; 0 -> 2 is not one
+    assert all(outcome.returncode == 0 for outcome in outcomes.values())  # slow is a warning
