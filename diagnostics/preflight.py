@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
+
 from mirrorlab.diagnostics.address_checks import is_loopback, split_address
 from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
@@ -22,6 +24,7 @@ from mirrorlab.diagnostics.link_report import fit_links, link_findings
 from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
                                                    resolves_to_loopback)
 from mirrorlab.diagnostics.preflight_server import ProbeServer
+from mirrorlab.diagnostics.reachability import cut_pair_findings, reachability_graph
 from mirrorlab.diagnostics.tf_config_lint import check_tf_config
 from mirrorlab.diagnostics.tf_config_parse import parse_tf_config
 from mirrorlab.diagnostics.tf_config_view import read_view, task_label
@@ -88,6 +91,10 @@ class PreflightReport:
     tasks: list[str] = field(default_factory=list)
     probes: list[PeerProbe] = field(default_factory=list)
 
+    def graph(self) -> nx.DiGraph:
+        """This task's row of the reachability graph (every task as a node, an edge per probe)."""
+        return reachability_graph(self.tasks, [(self.own, p.peer, p.status.value) for p in self.probes])
+
     def json_extra(self) -> dict[str, Any]:
         """The keys ``--json`` adds to the findings: every probed pair's status and timed transfers."""
         return {"task": self.own, "tasks": self.tasks,
@@ -131,10 +138,12 @@ def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, li
         if server is not None:
             server.stop()
     findings += probe_findings(own, probes, multi_host=len(hosts) > 1)
+    report = PreflightReport(findings, own, tasks, probes)
+    findings += cut_pair_findings(report.graph(), tasks)
     findings += link_findings(fit_links({(own, p.peer): p.samples for p in probes}), tasks, model_bytes)
     findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
                                                             if p.fingerprint is not None])
-    return PreflightReport(findings, own, tasks, probes)
+    return report
 
 
 def _own_name_findings(own: str, address: str, timeout_s: float, resolve: Resolver) -> list[Finding]:

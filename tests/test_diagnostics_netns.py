@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import netns_lab
+from mirrorlab.diagnostics.preflight_merge import merge_reports
 from netns_lab import NetnsLab
 
 PORT = 23456
@@ -120,11 +121,15 @@ def test_a_drop_rule_is_filtered_for_exactly_that_pair(lab: NetnsLab, tmp_path: 
     _nft(lab, host=1, verdict="drop", source=0)
     outcomes = _preflight(lab, _addresses(lab), [0, 1, 2], tmp_path)
     assert outcomes[0].statuses() == {"worker:1": "filtered", "worker:2": "ok"}
-    assert outcomes[0].errors() == {"ML-NET-002": ["worker:0", "worker:1"]}
+    assert outcomes[0].errors() == {"ML-NET-002": ["worker:0", "worker:1"], "ML-NET-012": ["worker:0", "worker:1"]}
     assert outcomes[0].returncode == 1
     assert outcomes[1].statuses() == {"worker:0": "ok", "worker:2": "ok"} and outcomes[1].returncode == 0
     assert outcomes[2].statuses() == {"worker:0": "ok", "worker:1": "ok"} and outcomes[2].returncode == 0
     assert all(outcome.elapsed_s < BOUND_S for outcome in outcomes.values())
+    merged, graph = merge_reports([(f"worker {i}", json.dumps(o.report)) for i, o in outcomes.items()])
+    assert graph.number_of_edges() == 6
+    [cut] = [f for f in merged if f.code == "ML-NET-012"]
+    assert cut.workers == ("worker:0", "worker:1") and "ring all-reduce from worker:0" in cut.evidence
 
 
 @needs_nft
@@ -133,7 +138,7 @@ def test_a_reject_rule_and_a_missing_listener_are_refused(lab: NetnsLab, tmp_pat
     outcomes = _preflight(lab, _addresses(lab), [0, 1], tmp_path)  # nothing runs on host 2
     assert outcomes[0].statuses() == {"worker:1": "refused", "worker:2": "refused"}
     assert outcomes[1].statuses() == {"worker:0": "ok", "worker:2": "refused"}
-    assert set(outcomes[0].errors()) == {"ML-NET-001"}
+    assert set(outcomes[0].errors()) == {"ML-NET-001", "ML-NET-012"}
     refused = [f["workers"] for f in outcomes[0].report["findings"] if f["code"] == "ML-NET-001"]
     assert sorted(refused) == [["worker:0", "worker:1"], ["worker:0", "worker:2"]]
     assert outcomes[0].returncode == outcomes[1].returncode == 1
