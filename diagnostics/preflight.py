@@ -21,6 +21,7 @@ from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
 from mirrorlab.diagnostics.link_report import fit_links, link_findings
+from mirrorlab.diagnostics.liveness_lint import check_timeouts
 from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
                                                    resolves_to_loopback)
 from mirrorlab.diagnostics.preflight_server import ProbeServer
@@ -30,7 +31,7 @@ from mirrorlab.diagnostics.tf_config_parse import parse_tf_config
 from mirrorlab.diagnostics.tf_config_view import read_view, task_label
 
 __all__ = ["REFUSED", "FILTERED", "UNRESOLVABLE", "UNREACHABLE", "WRONG_SERVICE", "NAME_IS_LOOPBACK", "CANNOT_SERVE",
-           "REACHABILITY", "PreflightReport", "preflight", "run_preflight", "probe_findings"]
+           "REACHABILITY", "CLOCK_SKEW", "PreflightReport", "preflight", "run_preflight", "probe_findings"]
 
 REFUSED = register_code("ML-NET-001", "a peer refuses connections: nothing listens on its port")
 FILTERED = register_code("ML-NET-002", "a peer never answers: packets are silently dropped (a firewall)")
@@ -40,6 +41,11 @@ WRONG_SERVICE = register_code("ML-NET-005", "something other than mirrorlab pref
 NAME_IS_LOOPBACK = register_code("ML-NET-006", "a peer's host name resolves to loopback on this host")
 CANNOT_SERVE = register_code("ML-NET-007", "this task cannot listen on its own TF_CONFIG address")
 REACHABILITY = register_code("ML-NET-008", "which peers this task reached")
+CLOCK_SKEW = register_code("ML-NET-014", "a peer's clock differs from this host's")
+
+#: Clock differences above this (beyond the measurement's own error) are reported: they misorder the workers'
+#: logs, traces and flight-recorder dumps, and break certificate validity checks.
+MAX_CLOCK_SKEW_S = 1.0
 
 _PROBED_JOBS = ("chief", "worker")
 
@@ -68,6 +74,13 @@ def probe_findings(own: str, probes: list[PeerProbe], multi_host: bool) -> list[
             findings.append(Finding(code, Severity.ERROR, (own, probe.peer),
                                     f"{own} -> {probe.peer} at {probe.address}: {probe.status.value}{tries}",
                                     probe.detail, fix.format(peer=probe.peer, address=probe.address, port=port)))
+        if probe.clock_skew_s is not None and abs(probe.clock_skew_s) - (probe.skew_error_s or 0) > MAX_CLOCK_SKEW_S:
+            findings.append(Finding(CLOCK_SKEW, Severity.WARNING, (own, probe.peer),
+                                    f"{probe.peer}'s clock is {probe.clock_skew_s:+.3f} s off {own}'s",
+                                    f"its wall clock when answering the fingerprint exchange, against the middle of "
+                                    f"the call (give or take {probe.skew_error_s or 0:.3f} s)",
+                                    "Run NTP (chrony or systemd-timesyncd) on every host; merged logs and traces "
+                                    "order events by these clocks."))
         if multi_host and resolves_to_loopback(probe):
             findings.append(Finding(NAME_IS_LOOPBACK, Severity.ERROR, (own, probe.peer),
                                     f"{probe.peer}'s host in {probe.address} resolves to {', '.join(probe.resolved)} "
@@ -108,10 +121,10 @@ def run_preflight(tf_config: str, **options: Any) -> list[Finding]:
 
 
 def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
-              resolve: Resolver = socket.getaddrinfo, bulk_bytes: int = 0,
-              model_bytes: int | None = None) -> PreflightReport:
-    """Checks ``tf_config``, then (when it is valid) serves this task's probe, probes and times every peer
-    (``bulk_bytes`` in bulk), and compares environments."""
+              resolve: Resolver = socket.getaddrinfo, bulk_bytes: int = 0, model_bytes: int | None = None,
+              collective_timeout_s: float | None = None, job_timeout_s: float | None = None) -> PreflightReport:
+    """Checks ``tf_config`` and the liveness timeouts, then (when it is valid) serves this task's probe, probes and
+    times every peer (``bulk_bytes`` in bulk), and compares environments."""
     findings = check_tf_config(tf_config, "TF_CONFIG")
     config, _ = parse_tf_config(tf_config)
     if exit_code(findings) == EXIT_INVALID_CONFIG or config is None:
@@ -126,6 +139,7 @@ def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, li
     peers = [(task_label(job, i), address) for job in _PROBED_JOBS for i, address in
              sorted(view.jobs.get(job, {}).items()) if task_label(job, i) != own]
     hosts = {address.rsplit(":", 1)[0] for _, address in view.addresses()}
+    findings += check_timeouts(own, timeout_s, collective_timeout_s, job_timeout_s)
     if len(hosts) > 1:
         findings += _own_name_findings(own, own_address, timeout_s, resolve)
     server = _serve(own, own_address, fingerprint, findings)

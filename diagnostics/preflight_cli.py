@@ -35,6 +35,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="MiB sent to each peer to measure bandwidth (default 4; 0: latency only)")
     parser.add_argument("--model-bytes", type=int, default=None, metavar="BYTES",
                         help="predict the ring all-reduce time of a model this many bytes big from the measured links")
+    parser.add_argument("--collective-timeout", type=float, default=None, metavar="S",
+                        help="the training's CommunicationOptions.timeout_seconds, to check the timeouts' order")
+    parser.add_argument("--job-timeout", type=float, default=None, metavar="S",
+                        help="the job's own deadline (e.g. Kubernetes activeDeadlineSeconds), to check the order")
     parser.add_argument("--graph", metavar="FILE", help="write the reachability graph to FILE (.dot; .png or .svg "
                         "when graphviz or matplotlib is installed)")
     parser.add_argument("--reports", nargs="+", metavar="JSON", help="probe nothing: merge every task's "
@@ -54,6 +58,12 @@ def _preflight(args: argparse.Namespace) -> int:
         print("mirrorlab preflight: --bulk-mib must be in [0, 64] and --model-bytes a positive number of bytes.",
               file=sys.stderr)
         return 2
+    for name in ("collective_timeout", "job_timeout"):
+        value = getattr(args, name)
+        if value is not None and not 0 < value < float("inf"):
+            print(f"mirrorlab preflight: --{name.replace('_', '-')} {value} is not a positive number of seconds.",
+                  file=sys.stderr)
+            return 2
     if args.reports:
         return _merge(args)
     text = _tf_config_text(args.tf_config)
@@ -61,7 +71,8 @@ def _preflight(args: argparse.Namespace) -> int:
         return 2
     linger = args.wait if args.linger is None else args.linger
     report = preflight(text, timeout_s=args.timeout, wait_s=args.wait, linger_s=linger,
-                       bulk_bytes=int(args.bulk_mib * (1 << 20)), model_bytes=args.model_bytes)
+                       bulk_bytes=int(args.bulk_mib * (1 << 20)), model_bytes=args.model_bytes,
+                       collective_timeout_s=args.collective_timeout, job_timeout_s=args.job_timeout)
     return _print(args, report.findings, report.graph(), report.json_extra())
 
 

@@ -58,6 +58,8 @@ class PeerProbe:
     fingerprint: dict[str, Any] | None = None
     attempts: int = 1
     samples: tuple[tuple[int, float], ...] = ()  # timed transfers, (bytes, seconds)
+    clock_skew_s: float | None = None  # the peer's wall clock minus this host's, give or take skew_error_s
+    skew_error_s: float | None = None
 
 
 #: Failures a peer that is still starting shows (not listening, not in DNS, port bound but not serving yet):
@@ -152,7 +154,9 @@ def _handshake(probe: PeerProbe, target: str, timeout_s: float, bulk_bytes: int)
             return replace(probe, status=Reach.WRONG_SERVICE, detail="the preflight service reports "
                            f"{health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)}")
         try:
+            sent = time.time()
             payload = channel.unary_unary(FINGERPRINT_METHOD)(b"", timeout=timeout_s)
+            received = time.time()
             fingerprint = json.loads(payload)
         except (grpc.RpcError, ValueError) as err:
             return replace(probe, detail=f"health check ok, but no fingerprint: {err}")
@@ -163,7 +167,15 @@ def _handshake(probe: PeerProbe, target: str, timeout_s: float, bulk_bytes: int)
         except grpc.RpcError as err:
             return replace(probe, fingerprint=fingerprint, detail=f"fingerprint ok, but the timed transfers failed: "
                            f"{err.code().name if hasattr(err, 'code') else err}")
-    return replace(probe, fingerprint=fingerprint, samples=samples)
+    return replace(probe, fingerprint=fingerprint, samples=samples, **_skew(fingerprint, sent, received))
+
+
+def _skew(fingerprint: dict[str, Any], sent: float, received: float) -> dict[str, float]:
+    """The peer's clock minus ours, from its ``served_at`` against the midpoint of our call (error: half the call)."""
+    served_at = fingerprint.get("served_at")
+    if not isinstance(served_at, (int, float)) or isinstance(served_at, bool):
+        return {}
+    return {"clock_skew_s": float(served_at) - (sent + received) / 2, "skew_error_s": (received - sent) / 2}
 
 
 def _wrong_service(err: grpc.RpcError) -> str:
