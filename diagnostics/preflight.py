@@ -3,7 +3,8 @@ environments, and turn all of it into findings.
 
 The pairs probed are this task to every other chief/worker task (a full mesh once every task has run
 preflight): a collective may use any pair. The whole run is bounded: ``wait_s`` for peers to come up, a
-``timeout_s`` per stage, and ``linger_s`` to keep answering slower peers.
+``timeout_s`` per stage (DNS, connect, health check, fingerprint, timed transfers: five per peer, up to 16 peers at
+once), and ``linger_s`` to keep answering slower peers.
 """
 
 from __future__ import annotations
@@ -151,12 +152,11 @@ def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, li
     finally:
         if server is not None:
             server.stop()
-    findings += probe_findings(own, probes, multi_host=len(hosts) > 1)
-    report = PreflightReport(findings, own, tasks, probes)
-    findings += cut_pair_findings(report.graph(), tasks)
-    findings += link_findings(fit_links({(own, p.peer): p.samples for p in probes}), tasks, model_bytes)
-    findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
-                                                            if p.fingerprint is not None])
+    report = PreflightReport(findings + probe_findings(own, probes, multi_host=len(hosts) > 1), own, tasks, probes)
+    report.findings += cut_pair_findings(report.graph(), tasks)
+    report.findings += link_findings(fit_links({(own, p.peer): p.samples for p in probes}), tasks, model_bytes)
+    report.findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
+                                                                   if p.fingerprint is not None])
     return report
 
 
