@@ -10,18 +10,23 @@ values come from its environment variables, the collective timeout from Communic
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from mirrorlab.diagnostics.findings import Finding, Severity, register_code
 
-__all__ = ["TIMEOUTS_OUT_OF_ORDER", "BAD_TIMEOUT", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "check_timeouts"]
+__all__ = ["TIMEOUTS_OUT_OF_ORDER", "BAD_TIMEOUT", "LIVENESS_SKEW", "RENDEZVOUS_VAR", "HEARTBEAT_VAR",
+           "LIVENESS_VARS", "check_timeouts", "compare_liveness"]
 
 TIMEOUTS_OUT_OF_ORDER = register_code("ML-LIVE-001", "timeouts out of order: connect < heartbeat < collective < job")
 BAD_TIMEOUT = register_code("ML-LIVE-002", "a timeout setting is not a positive number of seconds")
+LIVENESS_SKEW = register_code("ML-LIVE-004", "workers disagree on the heartbeat or rendezvous timeout")
 
 #: The real backend's variables (backend/settings.py) and their defaults, seconds.
 RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S = "MIRRORLAB_RENDEZVOUS_TIMEOUT", 60.0
 HEARTBEAT_VAR, HEARTBEAT_DEFAULT_S = "MIRRORLAB_HEARTBEAT_TIMEOUT", 5.0
+#: The variables each fingerprint carries, so that peers can check both sides of every pair agree.
+LIVENESS_VARS = (RENDEZVOUS_VAR, HEARTBEAT_VAR)
+_DEFAULTS = {RENDEZVOUS_VAR: RENDEZVOUS_DEFAULT_S, HEARTBEAT_VAR: HEARTBEAT_DEFAULT_S}
 
 
 def check_timeouts(own: str, connect_s: float, collective_s: float | None = None, job_s: float | None = None,
@@ -67,3 +72,23 @@ def _seconds(own: str, environ: Mapping[str, str], name: str, default: float, fi
         findings.append(Finding(BAD_TIMEOUT, Severity.ERROR, (own,), f"{name}={raw!r} is not a positive number of "
                                 "seconds", f"{name} in {own}'s environment", f"Set e.g. {name}={default:g}."))
     return value
+
+
+def compare_liveness(fingerprints: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Finding]:
+    """ML-LIVE-004 for each liveness variable whose value (its default when unset) differs between the tasks'
+    fingerprints: one side then gives up on the other while the other still waits. Fingerprints without the
+    ``liveness`` key (older peers) are left out."""
+    findings = []
+    for name in LIVENESS_VARS:
+        values = {}
+        for label, fingerprint in fingerprints:
+            liveness = fingerprint.get("liveness")
+            if isinstance(liveness, Mapping):
+                raw = liveness.get(name)
+                values[label] = f"{_DEFAULTS[name]:g} (default)" if raw in (None, "") else str(raw)
+        if len(set(values.values())) > 1:
+            findings.append(Finding(LIVENESS_SKEW, Severity.WARNING, tuple(values), f"{name} differs between workers",
+                                    ", ".join(f"{label}: {value}" for label, value in values.items()),
+                                    f"Set the same {name} on every worker (mirrorlab launch gives all of them one "
+                                    "environment); otherwise one side gives up while the other still waits."))
+    return findings

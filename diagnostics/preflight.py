@@ -22,7 +22,7 @@ from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
 from mirrorlab.diagnostics.link_report import fit_links, link_findings
-from mirrorlab.diagnostics.liveness_lint import check_timeouts
+from mirrorlab.diagnostics.liveness_lint import check_timeouts, compare_liveness
 from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
                                                    resolves_to_loopback)
 from mirrorlab.diagnostics.preflight_server import ProbeServer
@@ -155,8 +155,8 @@ def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, li
     report = PreflightReport(findings + probe_findings(own, probes, multi_host=len(hosts) > 1), own, tasks, probes)
     report.findings += cut_pair_findings(report.graph(), tasks)
     report.findings += link_findings(fit_links({(own, p.peer): p.samples for p in probes}), tasks, model_bytes)
-    report.findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
-                                                                   if p.fingerprint is not None])
+    compared = [(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes if p.fingerprint is not None]
+    report.findings += compare_fingerprints(compared) + compare_liveness(compared)
     return report
 
 

@@ -15,7 +15,7 @@ import pytest
 from mirrorlab.cli import main
 from mirrorlab.diagnostics import preflight_server
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
-from mirrorlab.diagnostics.liveness_lint import check_timeouts
+from mirrorlab.diagnostics.liveness_lint import check_timeouts, compare_liveness
 from mirrorlab.diagnostics.preflight import preflight, probe_findings
 from mirrorlab.diagnostics.preflight_probe import PeerProbe, Reach, probe_peer
 from mirrorlab.diagnostics.preflight_server import ProbeServer
@@ -105,3 +105,15 @@ def test_a_skewed_peer_clock_is_reported(monkeypatch: pytest.MonkeyPatch) -> Non
     assert message.startswith("worker:1's clock is +") and "s off worker:0's" in message
     in_step = PeerProbe("worker:1", "h:1", Reach.OK, clock_skew_s=0.3, skew_error_s=0.001)
     assert not _messages(probe_findings("worker:0", [in_step], multi_host=False), "ML-NET-014")
+
+
+def test_workers_that_disagree_on_a_liveness_variable_are_named() -> None:
+    def fingerprint(heartbeat: str | None) -> dict:
+        return {"liveness": {"MIRRORLAB_HEARTBEAT_TIMEOUT": heartbeat, "MIRRORLAB_RENDEZVOUS_TIMEOUT": None}}
+
+    findings = compare_liveness([("worker:0", fingerprint(None)), ("worker:1", fingerprint("30")),
+                                 ("worker:2", {"schema": "older peer"})])
+    assert [(f.code, f.workers) for f in findings] == [("ML-LIVE-004", ("worker:0", "worker:1"))]
+    assert findings[0].evidence == "worker:0: 5 (default), worker:1: 30"
+    assert compare_liveness([("worker:0", fingerprint("5")), ("worker:1", fingerprint("5"))]) == []
+    assert "MIRRORLAB_HEARTBEAT_TIMEOUT" in collect_fingerprint()["liveness"]
