@@ -35,7 +35,8 @@ def test_default_and_ordered_timeouts_pass() -> None:
 @pytest.mark.parametrize("connect, collective, job, environ, words", [
     (6.0, None, None, {}, "connect deadline (6 s) is not below MIRRORLAB_HEARTBEAT_TIMEOUT (5 s)"),
     (1.0, 3.0, None, {}, "CommunicationOptions.timeout_seconds (3 s) is not above MIRRORLAB_HEARTBEAT_TIMEOUT"),
-    (1.0, None, 30.0, {}, "job timeout (30 s) is not above the rendezvous window (MIRRORLAB_RENDEZVOUS_TIMEOUT = 60 s)"),
+    (1.0, None, 30.0, {},
+     "job timeout (30 s) is not above the rendezvous window (MIRRORLAB_RENDEZVOUS_TIMEOUT = 60 s)"),
     (1.0, 600.0, 300.0, {"MIRRORLAB_RENDEZVOUS_TIMEOUT": "10"}, "and the collective timeout (600 s)"),
 ])
 def test_timeouts_out_of_order_are_named(connect: float, collective: float | None, job: float | None,
