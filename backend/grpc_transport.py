@@ -235,7 +235,8 @@ class _Outgoing:
         self.peer = peer
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         method = node.channel(peer).stream_unary(f"/{SERVICE}/Send")
-        self._future = method.future(self._frames(), metadata=node._metadata)
+        # The stream lives as long as the worker: no deadline; heartbeats (liveness.py) detect a dead peer.
+        self._future = method.future(self._frames(), metadata=node._metadata)  # no deadline: heartbeats watch it
         self._future.add_done_callback(self._ended)
 
     def _frames(self) -> Iterator[bytes]:

@@ -16,6 +16,8 @@ import sys
 import time
 from typing import Any
 
+from mirrorlab.diagnostics.liveness_lint import LIVENESS_VARS
+
 __all__ = ["FINGERPRINT_SCHEMA", "PACKAGES", "collect_fingerprint", "is_fingerprint"]
 
 #: The ``schema`` value of a fingerprint dict; a reader checks it before trusting the rest.
@@ -48,6 +50,7 @@ def collect_fingerprint() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "packages": {name: _version(name) for name in PACKAGES},
         "env": {name: os.environ.get(name) for name in ENV_VARS},
+        "liveness": {name: os.environ.get(name) for name in LIVENESS_VARS},
         "cuda": _cuda(),
         "blas": _blas(),
     }

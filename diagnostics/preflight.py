@@ -3,7 +3,8 @@ environments, and turn all of it into findings.
 
 The pairs probed are this task to every other chief/worker task (a full mesh once every task has run
 preflight): a collective may use any pair. The whole run is bounded: ``wait_s`` for peers to come up, a
-``timeout_s`` per stage, and ``linger_s`` to keep answering slower peers.
+``timeout_s`` per stage (DNS, connect, health check, fingerprint, timed transfers: five per peer, up to 16 peers at
+once), and ``linger_s`` to keep answering slower peers.
 """
 
 from __future__ import annotations
@@ -11,18 +12,27 @@ from __future__ import annotations
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
+import networkx as nx
+
+from mirrorlab.diagnostics.address_checks import is_loopback, split_address
 from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
-from mirrorlab.diagnostics.preflight_probe import PeerProbe, Reach, Resolver, probe_peer, resolves_to_loopback
+from mirrorlab.diagnostics.link_report import fit_links, link_findings
+from mirrorlab.diagnostics.liveness_lint import check_timeouts, compare_liveness
+from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
+                                                   resolves_to_loopback)
 from mirrorlab.diagnostics.preflight_server import ProbeServer
+from mirrorlab.diagnostics.reachability import cut_pair_findings, reachability_graph
 from mirrorlab.diagnostics.tf_config_lint import check_tf_config
 from mirrorlab.diagnostics.tf_config_parse import parse_tf_config
 from mirrorlab.diagnostics.tf_config_view import read_view, task_label
 
 __all__ = ["REFUSED", "FILTERED", "UNRESOLVABLE", "UNREACHABLE", "WRONG_SERVICE", "NAME_IS_LOOPBACK", "CANNOT_SERVE",
-           "REACHABILITY", "run_preflight", "probe_findings"]
+           "REACHABILITY", "CLOCK_SKEW", "PreflightReport", "preflight", "run_preflight", "probe_findings"]
 
 REFUSED = register_code("ML-NET-001", "a peer refuses connections: nothing listens on its port")
 FILTERED = register_code("ML-NET-002", "a peer never answers: packets are silently dropped (a firewall)")
@@ -32,6 +42,11 @@ WRONG_SERVICE = register_code("ML-NET-005", "something other than mirrorlab pref
 NAME_IS_LOOPBACK = register_code("ML-NET-006", "a peer's host name resolves to loopback on this host")
 CANNOT_SERVE = register_code("ML-NET-007", "this task cannot listen on its own TF_CONFIG address")
 REACHABILITY = register_code("ML-NET-008", "which peers this task reached")
+CLOCK_SKEW = register_code("ML-NET-014", "a peer's clock differs from this host's")
+
+#: Clock differences above this (beyond the measurement's own error) are reported: they misorder the workers'
+#: logs, traces and flight-recorder dumps, and break certificate validity checks.
+MAX_CLOCK_SKEW_S = 1.0
 
 _PROBED_JOBS = ("chief", "worker")
 
@@ -60,6 +75,13 @@ def probe_findings(own: str, probes: list[PeerProbe], multi_host: bool) -> list[
             findings.append(Finding(code, Severity.ERROR, (own, probe.peer),
                                     f"{own} -> {probe.peer} at {probe.address}: {probe.status.value}{tries}",
                                     probe.detail, fix.format(peer=probe.peer, address=probe.address, port=port)))
+        if probe.clock_skew_s is not None and abs(probe.clock_skew_s) - (probe.skew_error_s or 0) > MAX_CLOCK_SKEW_S:
+            findings.append(Finding(CLOCK_SKEW, Severity.WARNING, (own, probe.peer),
+                                    f"{probe.peer}'s clock is {probe.clock_skew_s:+.3f} s off {own}'s",
+                                    f"its wall clock when answering the fingerprint exchange, against the middle of "
+                                    f"the call (give or take {probe.skew_error_s or 0:.3f} s)",
+                                    "Run NTP (chrony or systemd-timesyncd) on every host; merged logs and traces "
+                                    "order events by these clocks."))
         if multi_host and resolves_to_loopback(probe):
             findings.append(Finding(NAME_IS_LOOPBACK, Severity.ERROR, (own, probe.peer),
                                     f"{probe.peer}'s host in {probe.address} resolves to {', '.join(probe.resolved)} "
@@ -73,35 +95,85 @@ def probe_findings(own: str, probes: list[PeerProbe], multi_host: bool) -> list[
     return findings
 
 
-def run_preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
-                  resolve: Resolver = socket.getaddrinfo) -> list[Finding]:
-    """Everything preflight finds for the task of ``tf_config``; no network unless the TF_CONFIG is valid."""
+@dataclass
+class PreflightReport:
+    """What one preflight found: its ``findings``, and for merging with other tasks' reports, this task's label,
+    the ring's tasks in order (chief, then workers by index) and its ``probes``."""
+
+    findings: list[Finding]
+    own: str = ""
+    tasks: list[str] = field(default_factory=list)
+    probes: list[PeerProbe] = field(default_factory=list)
+
+    def graph(self) -> nx.DiGraph:
+        """This task's row of the reachability graph (every task as a node, an edge per probe)."""
+        return reachability_graph(self.tasks, [(self.own, p.peer, p.status.value) for p in self.probes])
+
+    def json_extra(self) -> dict[str, Any]:
+        """The keys ``--json`` adds to the findings: every probed pair's status and timed transfers."""
+        return {"task": self.own, "tasks": self.tasks,
+                "probes": [{"from": self.own, "to": p.peer, "status": p.status.value,
+                            "samples": [list(sample) for sample in p.samples]} for p in self.probes]}
+
+
+def run_preflight(tf_config: str, **options: Any) -> list[Finding]:
+    """Everything preflight finds for the task of ``tf_config`` (see ``preflight``)."""
+    return preflight(tf_config, **options).findings
+
+
+def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
+              resolve: Resolver = socket.getaddrinfo, bulk_bytes: int = 0, model_bytes: int | None = None,
+              collective_timeout_s: float | None = None, job_timeout_s: float | None = None) -> PreflightReport:
+    """Checks ``tf_config`` and the liveness timeouts, then (when it is valid) serves this task's probe, probes and
+    times every peer (``bulk_bytes`` in bulk), and compares environments."""
     findings = check_tf_config(tf_config, "TF_CONFIG")
     config, _ = parse_tf_config(tf_config)
     if exit_code(findings) == EXIT_INVALID_CONFIG or config is None:
-        return findings
+        return PreflightReport(findings)
     view = read_view(config, "TF_CONFIG")
     if not view.task_type or view.task_index is None or not view.jobs:
-        return findings  # single-worker mode: no peers
+        return PreflightReport(findings)  # single-worker mode: no peers
     own = task_label(view.task_type, view.task_index)
     own_address = view.jobs[view.task_type][view.task_index]
     fingerprint = collect_fingerprint()
+    tasks = [task_label(job, i) for job in _PROBED_JOBS for i in sorted(view.jobs.get(job, {}))]
     peers = [(task_label(job, i), address) for job in _PROBED_JOBS for i, address in
              sorted(view.jobs.get(job, {}).items()) if task_label(job, i) != own]
     hosts = {address.rsplit(":", 1)[0] for _, address in view.addresses()}
+    findings += check_timeouts(own, timeout_s, collective_timeout_s, job_timeout_s)
+    if len(hosts) > 1:
+        findings += _own_name_findings(own, own_address, timeout_s, resolve)
     server = _serve(own, own_address, fingerprint, findings)
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(peers)))) as pool:
             probes = list(pool.map(lambda peer: probe_peer(*peer, timeout_s=timeout_s, wait_s=wait_s,
-                                                           resolve=resolve), peers))
+                                                           resolve=resolve, bulk_bytes=bulk_bytes), peers))
         time.sleep(linger_s)  # keep answering peers that probe us later
     finally:
         if server is not None:
             server.stop()
-    findings += probe_findings(own, probes, multi_host=len(hosts) > 1)
-    findings += compare_fingerprints([(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes
-                                                            if p.fingerprint is not None])
-    return findings
+    report = PreflightReport(findings + probe_findings(own, probes, multi_host=len(hosts) > 1), own, tasks, probes)
+    report.findings += cut_pair_findings(report.graph(), tasks)
+    report.findings += link_findings(fit_links({(own, p.peer): p.samples for p in probes}), tasks, model_bytes)
+    compared = [(own, fingerprint)] + [(p.peer, p.fingerprint) for p in probes if p.fingerprint is not None]
+    report.findings += compare_fingerprints(compared) + compare_liveness(compared)
+    return report
+
+
+def _own_name_findings(own: str, address: str, timeout_s: float, resolve: Resolver) -> list[Finding]:
+    """ML-NET-006 when this task's own host name resolves to loopback here: it would listen where no peer can reach."""
+    host_port, _ = split_address(address)
+    if host_port is None or is_loopback(host_port.host):
+        return []  # literal loopback is ML-CFG-028's
+    resolved, problem = resolve_host(host_port, timeout_s, resolve)
+    if problem is not None or not all(is_loopback(ip) for ip in resolved):
+        return []
+    return [Finding(NAME_IS_LOOPBACK, Severity.ERROR, (own,),
+                    f"{own}'s own host in {address} resolves to {', '.join(resolved)} here, so it listens on loopback "
+                    "only and no other host can reach it",
+                    f"{host_port.host!r} resolved on this host: {', '.join(resolved)}",
+                    "Map the name to the host's real IP in /etc/hosts or DNS (Debian maps its own name to 127.0.1.1), "
+                    "or write the IP in TF_CONFIG.")]
 
 
 def _serve(own: str, address: str, fingerprint: dict, findings: list[Finding]) -> ProbeServer | None:

@@ -21,9 +21,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mirrorlab.diagnostics.address_checks import HostPort, is_loopback, split_address
 from mirrorlab.diagnostics.fingerprint import is_fingerprint
+from mirrorlab.diagnostics.link_probe import time_transfers
 from mirrorlab.diagnostics.preflight_server import FINGERPRINT_METHOD, MAX_MESSAGE_BYTES, PREFLIGHT_SERVICE
 
-__all__ = ["Reach", "PeerProbe", "Resolver", "probe_peer", "grpc_target", "resolves_to_loopback"]
+__all__ = ["Reach", "PeerProbe", "Resolver", "probe_peer", "grpc_target", "resolves_to_loopback", "resolve_host"]
 
 #: ``socket.getaddrinfo``'s signature, replaceable in tests so no real DNS server is ever asked.
 Resolver = Callable[..., list]
@@ -56,6 +57,9 @@ class PeerProbe:
     connect_s: float | None = None
     fingerprint: dict[str, Any] | None = None
     attempts: int = 1
+    samples: tuple[tuple[int, float], ...] = ()  # timed transfers, (bytes, seconds)
+    clock_skew_s: float | None = None  # the peer's wall clock minus this host's, give or take skew_error_s
+    skew_error_s: float | None = None
 
 
 #: Failures a peer that is still starting shows (not listening, not in DNS, port bound but not serving yet):
@@ -69,8 +73,9 @@ def grpc_target(host_port: HostPort) -> str:
 
 
 def probe_peer(peer: str, address: str, *, timeout_s: float = 2.0, wait_s: float = 0.0,
-               resolve: Resolver = socket.getaddrinfo) -> PeerProbe:
-    """Probes ``address``; retries a refused or unresolvable peer until ``wait_s`` has passed (the gang window)."""
+               resolve: Resolver = socket.getaddrinfo, bulk_bytes: int = 0) -> PeerProbe:
+    """Probes ``address``; retries a refused or unresolvable peer until ``wait_s`` has passed (the gang window).
+    A peer that answers is then timed: small messages, and ``bulk_bytes`` in bulk."""
     host_port, _ = split_address(address)
     if host_port is None:
         return PeerProbe(peer, address, Reach.MALFORMED, "the address is not host:port (see the ML-CFG findings)")
@@ -78,25 +83,26 @@ def probe_peer(peer: str, address: str, *, timeout_s: float = 2.0, wait_s: float
     attempts = 0
     while True:
         attempts += 1
-        result = _probe_once(peer, address, host_port, timeout_s, resolve)
+        result = _probe_once(peer, address, host_port, timeout_s, resolve, bulk_bytes)
         remaining = give_up - time.monotonic()
         if result.status not in _NOT_UP_YET or remaining <= 0:
             return replace(result, attempts=attempts)
         time.sleep(min(_RETRY_INTERVAL_S, remaining))
 
 
-def _probe_once(peer: str, address: str, host_port: HostPort, timeout_s: float, resolve: Resolver) -> PeerProbe:
-    resolved, problem = _resolve(host_port, timeout_s, resolve)
+def _probe_once(peer: str, address: str, host_port: HostPort, timeout_s: float, resolve: Resolver,
+                bulk_bytes: int) -> PeerProbe:
+    resolved, problem = resolve_host(host_port, timeout_s, resolve)
     if problem is not None:
         return PeerProbe(peer, address, Reach.UNRESOLVABLE, problem)
     status, detail, connect_s = _connect(resolved[0], host_port.port, timeout_s)
     probe = PeerProbe(peer, address, status, detail, tuple(resolved), connect_s)
     if status is not Reach.OK:
         return probe
-    return _handshake(probe, grpc_target(host_port), timeout_s)
+    return _handshake(probe, grpc_target(host_port), timeout_s, bulk_bytes)
 
 
-def _resolve(host_port: HostPort, timeout_s: float, resolve: Resolver) -> tuple[list[str], str | None]:
+def resolve_host(host_port: HostPort, timeout_s: float, resolve: Resolver) -> tuple[list[str], str | None]:
     """The host's addresses, or why there are none; bounded by ``timeout_s`` (a resolver can block for long)."""
     outcome: dict[str, Any] = {}
 
@@ -135,8 +141,8 @@ def _connect(ip: str, port: int, timeout_s: float) -> tuple[Reach, str, float | 
         return Reach.UNREACHABLE, f"connecting to {ip}:{port} failed: {err}", None
 
 
-def _handshake(probe: PeerProbe, target: str, timeout_s: float) -> PeerProbe:
-    """The gRPC health check for the preflight service, then the fingerprint exchange."""
+def _handshake(probe: PeerProbe, target: str, timeout_s: float, bulk_bytes: int) -> PeerProbe:
+    """The gRPC health check for the preflight service, the fingerprint exchange, then the timed transfers."""
     options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.enable_retries", 0)]
     with grpc.insecure_channel(target, options=options) as channel:
         try:
@@ -148,13 +154,28 @@ def _handshake(probe: PeerProbe, target: str, timeout_s: float) -> PeerProbe:
             return replace(probe, status=Reach.WRONG_SERVICE, detail="the preflight service reports "
                            f"{health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)}")
         try:
+            sent = time.time()
             payload = channel.unary_unary(FINGERPRINT_METHOD)(b"", timeout=timeout_s)
+            received = time.time()
             fingerprint = json.loads(payload)
         except (grpc.RpcError, ValueError) as err:
             return replace(probe, detail=f"health check ok, but no fingerprint: {err}")
-    if not is_fingerprint(fingerprint):
-        return replace(probe, detail="health check ok, but the fingerprint is malformed")
-    return replace(probe, fingerprint=fingerprint)
+        if not is_fingerprint(fingerprint):
+            return replace(probe, detail="health check ok, but the fingerprint is malformed")
+        try:
+            samples = tuple(time_transfers(channel, timeout_s, bulk_bytes))
+        except grpc.RpcError as err:
+            return replace(probe, fingerprint=fingerprint, detail=f"fingerprint ok, but the timed transfers failed: "
+                           f"{err.code().name if hasattr(err, 'code') else err}")
+    return replace(probe, fingerprint=fingerprint, samples=samples, **_skew(fingerprint, sent, received))
+
+
+def _skew(fingerprint: dict[str, Any], sent: float, received: float) -> dict[str, float]:
+    """The peer's clock minus ours, from its ``served_at`` against the midpoint of our call (error: half the call)."""
+    served_at = fingerprint.get("served_at")
+    if not isinstance(served_at, (int, float)) or isinstance(served_at, bool):
+        return {}
+    return {"clock_skew_s": float(served_at) - (sent + received) / 2, "skew_error_s": (received - sent) / 2}
 
 
 def _wrong_service(err: grpc.RpcError) -> str:

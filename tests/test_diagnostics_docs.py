@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from mirrorlab.diagnostics import diagnose, preflight, trace_analysis
+from mirrorlab.diagnostics import diagnose, preflight, rpc_deadline_lint, trace_analysis
 from mirrorlab.diagnostics.findings import registered_codes
 from mirrorlab.diagnostics.tf_config_lint import check_tf_config, check_tf_config_set
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "diagnostics.md").read_text()
 SECTIONS = dict(re.findall(r"^### (ML-[A-Z]+-\d{3}): .*?\n(.*?)(?=^### |\Z)", DOC, re.M | re.S))
-PROJECT_PREFIXES = ("ML-CFG-", "ML-ENV-", "ML-CLI-", "ML-NET-", "ML-TRC-")
-COMMANDS = (diagnose, preflight, trace_analysis)  # their imports register every code the commands can report
+PROJECT_PREFIXES = ("ML-CFG-", "ML-ENV-", "ML-CLI-", "ML-NET-", "ML-LIVE-", "ML-TRC-")
+COMMANDS = (diagnose, preflight, rpc_deadline_lint, trace_analysis)  # their imports register every code they report
 
 
 def test_every_code_is_in_the_catalog_with_its_title() -> None:
