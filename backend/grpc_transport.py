@@ -21,8 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from mirrorlab import errors
-from mirrorlab.collective.message import RESTART_HINT, AbortNotice, Header, Message
+from mirrorlab.collective.message import AbortNotice, Header, Message
 from mirrorlab.collective.transport import Transport
+from mirrorlab.runtime.liveness import peer_lost_error
 
 from . import wire
 from .tls import TlsFiles
@@ -197,11 +198,11 @@ class PeerNode:
                 if header is not None else "")
         local = self.local_state()
         here = f"\n{self.label(self.rank)} was {local}." if local else ""
-        error = errors.UnavailableError(
-            f"Collective ops is aborted by: {self.label(peer)} is unavailable: {why}.\n"
+        error = peer_lost_error(self.names[peer], (
+            f"{self.label(peer)} is unavailable: {why}.\n"
             f"Its last heartbeat said it was {last}{sent}.{here}\n"
             "Fix: look at that worker's log for an earlier error, or whether it was killed (OOM, preemption) or "
-            f"cannot be reached; raise MIRRORLAB_HEARTBEAT_TIMEOUT if it is merely slow.\n{RESTART_HINT}")
+            "cannot be reached; raise MIRRORLAB_HEARTBEAT_TIMEOUT if it is merely slow."), passed_on_from=peer)
         self.abort(ALL_GROUPS, error, skip=peer)  # the other peers learn the cause now, not by their own timeout
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from mirrorlab import errors
 from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import FIX_DESYNC
 from mirrorlab.runtime import bind_environment
+from mirrorlab.runtime.liveness import peer_lost_error
 from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.trace import Trace
 
@@ -35,11 +36,6 @@ from .watchdog import hang_report
 from .worker_setup import WorkerSetup
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
-
-HEALTH_TEXT = ("The following tasks are unhealthy (stopped sending heartbeats):\n{task}\nThe tasks have crashed. "
-               "Check the task logs for an earlier error, or scheduler events (e.g. preemption, eviction) to debug "
-               "further.")
-
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -281,9 +277,7 @@ class SimRun:
     def _peers_notice_death(self, w: int) -> None:
         """Like TF's coordination service: after ``heartbeat_timeout`` every peer's collectives fail."""
         task = "/job:{}/replica:0/task:{}".format(*self.tasks[w])
-        error = errors.UnavailableError(
-            "Collective ops is aborted by: " + HEALTH_TEXT.format(task=task)
-            + "\nThe error could be from a previous operation. Restart your program to reset.", passed_on_from=w)
+        error = peer_lost_error(task, passed_on_from=w)
 
         def abort_all() -> None:
             for peer_env in self.envs:
