@@ -15,7 +15,7 @@ __all__ = ["environ_overlay"]
 
 
 def _overlay() -> dict | None:
-    return getattr(current_environment(), "environ", None)
+    return current_environment().environ
 
 
 class _OverlayEnviron(MutableMapping):

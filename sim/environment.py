@@ -13,7 +13,7 @@ from mirrorlab.collective.communicator import Communicator
 from mirrorlab.runtime import Environment, WorkerRuntime
 from mirrorlab.runtime.seeds import op_seed
 
-from .faults import SAVE_WINDOWS, Crash, Preempt, Slow
+from .faults import SAVE_WINDOWS
 from .network import SimTransport
 from .worker_setup import WorkerSetup, check_rendezvous
 
@@ -118,18 +118,15 @@ class SimWorkerEnv(Environment):
         """Apply this worker's faults at a step or collective boundary."""
         self._check_alive()
         for fault in self.run.config.faults:
-            if getattr(fault, "worker", None) != self.worker:
-                continue
-            if isinstance(fault, Crash) and (
-                    (step is not None and fault.at_step == step)
-                    or (collective is not None and fault.at_collective == collective)):
-                where = f"step {step}" if step is not None else f"collective #{collective}"
-                raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} before {where}")
-            if isinstance(fault, Preempt) and step is not None and fault.at_step == step:
-                self._terminating = True
-            if isinstance(fault, Slow):
-                delay = fault.seconds_per_step if step is not None else fault.seconds_per_collective
-                self.run.scheduler.sleep(delay)
+            fault.at_boundary(self, step, collective)
+
+    def notice_termination(self) -> None:
+        """A termination notice reaches this worker (a simulated SIGTERM: ``Preempt``)."""
+        self._terminating = True
+
+    def stall(self, seconds: float) -> None:
+        """This worker loses ``seconds`` of virtual time (a straggler: ``Slow``)."""
+        self.run.scheduler.sleep(seconds)
 
     def termination_noticed(self) -> bool:
         return self._terminating
@@ -141,10 +138,7 @@ class SimWorkerEnv(Environment):
         if what == SAVE_WINDOWS["data"]:
             self._saves += 1
         for fault in self.run.config.faults:
-            if (isinstance(fault, Crash) and fault.worker == self.worker and fault.during_save == self._saves
-                    and SAVE_WINDOWS[fault.window] == what):
-                raise errors.SimulatedCrash(f"{fault!r} killed worker {self.worker} in the middle of save "
-                                            f"#{self._saves} ({what})")
+            fault.in_save(self, self._saves, what)
 
     def next_op_seed(self) -> int:
         """A seed for an op created without one (a shuffle, an initializer): distinct per worker and op, and

@@ -10,14 +10,38 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mirrorlab import errors
 
 from .validation import check_count, check_distinct, check_probability, check_seconds
+
+if TYPE_CHECKING:
+    from .environment import SimWorkerEnv
 
 __all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "route_delay"]
 
 
 class Fault:
-    """Base class of every fault; its repr is the constructor call, without fields left at their default."""
+    """Base class of every fault; its repr is the constructor call, without fields left at their default.
+
+    A fault acts through three hooks the simulator calls for every fault: ``at_boundary`` (a worker about to start
+    a step or a collective), ``in_save`` (a point inside a checkpoint save) and ``route`` (a message on the
+    network); each does nothing unless the fault is of that kind."""
+
+    def at_boundary(self, env: "SimWorkerEnv", step: int | None, collective: int | None) -> None:
+        """Act on ``env``'s worker before its ``step``-th step or ``collective``-th collective."""
+
+    def in_save(self, env: "SimWorkerEnv", save: int, point: str) -> None:
+        """Act on ``env``'s worker at ``point`` of its ``save``-th checkpoint save."""
+
+    def route(self, src: int, dst: int, delay: float, counts: dict["Fault", int], rng: random.Random) -> float | None:
+        """A message's delivery delay from ``src`` to ``dst`` after this fault: ``delay``, more, or None (lost)."""
+        return delay
+
+    def loses(self, src: int, dst: int) -> bool:
+        """Whether this fault can lose messages from ``src`` to ``dst``."""
+        return False
 
     def __repr__(self) -> str:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
@@ -56,6 +80,16 @@ class Crash(Fault):
         if self.window != "data" and self.during_save is None:
             raise ValueError(f"{self!r}: window= applies to during_save= only.")
 
+    def at_boundary(self, env: "SimWorkerEnv", step: int | None, collective: int | None) -> None:
+        if self.worker == env.worker and ((step is not None and self.at_step == step)
+                                          or (collective is not None and self.at_collective == collective)):
+            where = f"step {step}" if step is not None else f"collective #{collective}"
+            raise errors.SimulatedCrash(f"{self!r} killed worker {env.worker} before {where}")
+
+    def in_save(self, env: "SimWorkerEnv", save: int, point: str) -> None:
+        if self.worker == env.worker and self.during_save == save and SAVE_WINDOWS[self.window] == point:
+            raise errors.SimulatedCrash(f"{self!r} killed worker {env.worker} in the middle of save #{save} ({point})")
+
 
 SAVE_WINDOWS = {"data": "checkpoint-commit", "manifest": "checkpoint-manifest", "sweep": "checkpoint-sweep"}
 """Each ``Crash(window=)`` and the ``io_point`` of a save where it strikes."""
@@ -73,6 +107,10 @@ class Preempt(Fault):
         self._check_workers("worker")
         check_count(repr(self), "at_step", self.at_step, 1, "at_step counts from 1; use at_step=1 for the first step.")
 
+    def at_boundary(self, env: "SimWorkerEnv", step: int | None, collective: int | None) -> None:
+        if self.worker == env.worker and step is not None and self.at_step == step:
+            env.notice_termination()
+
 
 @dataclass(frozen=True, repr=False)
 class Slow(Fault):
@@ -87,6 +125,10 @@ class Slow(Fault):
         for name in ("seconds_per_step", "seconds_per_collective"):
             check_seconds(repr(self), name, getattr(self, name), False, "give the extra virtual seconds, e.g. 0.5.")
 
+    def at_boundary(self, env: "SimWorkerEnv", step: int | None, collective: int | None) -> None:
+        if self.worker == env.worker:
+            env.stall(self.seconds_per_step if step is not None else self.seconds_per_collective)
+
 
 @dataclass(frozen=True, repr=False)
 class Delay(Fault):
@@ -100,6 +142,9 @@ class Delay(Fault):
         self._check_workers("src", "dst")
         check_distinct(repr(self), "src", "dst", self.src, self.dst)
         check_seconds(repr(self), "seconds", self.seconds, False, "give the extra virtual seconds, e.g. 0.5.")
+
+    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+        return delay + self.seconds if (self.src, self.dst) == (src, dst) else delay
 
 
 @dataclass(frozen=True, repr=False)
@@ -117,6 +162,15 @@ class Drop(Fault):
         check_probability(repr(self), "probability", self.probability)
         check_count(repr(self), "after", self.after, 0, "after= is how many messages pass before drops start.")
 
+    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+        if not self.loses(src, dst):
+            return delay
+        counts[self] = counts.get(self, 0) + 1
+        return None if counts[self] > self.after and rng.random() < self.probability else delay
+
+    def loses(self, src: int, dst: int) -> bool:
+        return (self.src, self.dst) == (src, dst)
+
 
 @dataclass(frozen=True, repr=False)
 class Cut(Fault):
@@ -129,18 +183,19 @@ class Cut(Fault):
         self._check_workers("a", "b")
         check_distinct(repr(self), "a", "b", self.a, self.b)
 
+    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+        return None if self.loses(src, dst) else delay
+
+    def loses(self, src: int, dst: int) -> bool:
+        return {src, dst} == {self.a, self.b}
+
 
 def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, counts: dict[Fault, int],
                 rng: random.Random) -> float | None:
     """Delivery delay of one message from ``src`` to ``dst``, or None when a fault drops it."""
-    delay = base
+    delay: float | None = base
     for fault in faults:
-        if isinstance(fault, Cut) and {src, dst} == {fault.a, fault.b}:
+        delay = fault.route(src, dst, delay, counts, rng)
+        if delay is None:
             return None
-        if isinstance(fault, Drop) and (fault.src, fault.dst) == (src, dst):
-            counts[fault] = counts.get(fault, 0) + 1
-            if counts[fault] > fault.after and rng.random() < fault.probability:
-                return None
-        if isinstance(fault, Delay) and (fault.src, fault.dst) == (src, dst):
-            delay += fault.seconds
     return delay

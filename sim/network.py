@@ -15,7 +15,7 @@ from mirrorlab.collective.message import AbortNotice, Message
 from mirrorlab.collective.transport import Transport
 from mirrorlab.tensor import immutable
 
-from .faults import Cut, Drop, route_delay
+from .faults import route_delay
 from .scheduler import Scheduler, SimThread
 
 __all__ = ["SimNetwork", "SimTransport", "seeded_route"]
@@ -49,7 +49,7 @@ class SimNetwork:
             return ""
         lines = [f"The network lost {sum(self.lost.values())} message(s) in this run:"]
         for (src, dst), lost in sorted(self.lost.items()):
-            culprits = ", ".join(repr(f) for f in faults if _affects(f, src, dst)) or "a fault"
+            culprits = ", ".join(repr(f) for f in faults if f.loses(src, dst)) or "a fault"
             lines.append(f"  worker {src} -> worker {dst}: {lost} of {self.sent[(src, dst)]} lost ({culprits})")
         lines.append("The cause is the network (a firewall, a partition or a lossy link between those workers), "
                      "not mismatched collectives. Fix: make every worker reach every other on the ports of its "
@@ -169,13 +169,6 @@ class SimTransport(Transport):
         for peer in range(self.size):
             if peer != self.rank:
                 self.network.send_abort(self.group, self.rank, peer, notice)
-
-
-def _affects(fault: object, src: int, dst: int) -> bool:
-    """Whether a message fault applies to messages from ``src`` to ``dst``."""
-    if isinstance(fault, Cut):
-        return {src, dst} == {fault.a, fault.b}
-    return isinstance(fault, Drop) and (fault.src, fault.dst) == (src, dst)
 
 
 def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: random.Random) -> Route:

@@ -63,7 +63,10 @@ class WorkerRuntime:
 
 
 class Environment(ABC):
-    """Builds worker runtimes: a plain process, a simulated worker, or a real backend process.
+    """Builds worker runtimes: a plain process, a simulated worker, or a real backend process; and is the one
+    interface through which library code meets its worker: its clock (``now``, ``sleep``), fault points
+    (``io_point``; the runtime's ``before_step``/``before_collective``), op seeds, termination notices and
+    per-worker environment variables.
 
     ``process_state`` holds what a real worker keeps once per process (e.g. Keras' automatic name counters), so
     simulated workers sharing one process each keep their own."""
@@ -102,6 +105,15 @@ class Environment(ABC):
         kill test's hook): ``checkpoint-commit`` (data written, manifest not), ``checkpoint-manifest`` (manifest
         written, state file not) or ``checkpoint-sweep`` (state recorded, an old checkpoint half deleted). A real
         process does nothing there."""
+
+    def next_op_seed(self) -> int | None:
+        """A seed for an op created without one (a shuffle, an initializer), the same on every run of a simulated
+        or real cluster; None in a plain process (fresh OS entropy, as TF)."""
+        return None
+
+    environ: dict[str, str | None] | None = None
+    """This worker's own environment variables over the process's (a simulated worker's ``TF_CONFIG``; None means
+    the process's ``os.environ`` as it is)."""
 
     @abstractmethod
     def default_device_type(self) -> tuple[str, int]:

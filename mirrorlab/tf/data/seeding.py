@@ -14,7 +14,7 @@ def dataset_seed(seed: int | None) -> int:
     SimCluster worker, so a run replays exactly; fresh OS entropy in a plain process)."""
     if seed is not None:
         return int(seed)
-    next_seed = getattr(current_environment(), "next_op_seed", None)
-    if next_seed is not None:
-        return int(next_seed())
+    op_seed = current_environment().next_op_seed()
+    if op_seed is not None:
+        return int(op_seed)
     return int(np.random.SeedSequence().entropy % (2**63))
