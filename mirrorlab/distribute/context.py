@@ -3,9 +3,10 @@ replica (inside ``strategy.run``) or in cross-replica context (inside ``scope()`
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ..task_local import TaskLocal
 
 if TYPE_CHECKING:
     from .replica_context import ReplicaContext
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "enter",
            "current_frame", "experimental_set_strategy"]
 
-_tls = threading.local()
+_tls = TaskLocal()
 
 
 @dataclass(frozen=True)

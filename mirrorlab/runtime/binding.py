@@ -1,14 +1,13 @@
-"""Which environment the current thread belongs to (a simulated worker's threads are bound to it)."""
+"""Which environment the current task (thread or replica greenlet) belongs to (a simulated worker's are bound to it)."""
 
 from __future__ import annotations
 
-import threading
-
+from ..task_local import TaskLocal
 from .base import Environment
 
 __all__ = ["current_environment", "bind_environment"]
 
-_tls = threading.local()
+_tls = TaskLocal()
 _process_default: Environment | None = None
 
 

@@ -6,12 +6,13 @@ Scopes nest per thread: ``name_scope("a")`` inside ``"s"`` is ``s/a/``; a name e
 
 from __future__ import annotations
 
-import threading
 from typing import Any
+
+from ..task_local import TaskLocal
 
 __all__ = ["name_scope", "current_scope"]
 
-_state = threading.local()
+_state = TaskLocal()
 
 
 def current_scope() -> str:
