@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 
 import pytest
 from greenlet import greenlet
@@ -33,8 +34,18 @@ def test_each_greenlet_and_thread_sees_only_its_own_attributes() -> None:
 
 
 def test_a_finished_greenlets_attributes_are_dropped() -> None:
+    class Big:
+        pass
+
     local = TaskLocal()
-    task = greenlet(lambda: setattr(local, "big", bytearray(1000)))
+    refs = []
+
+    def task_main() -> None:
+        big = Big()
+        refs.append(weakref.ref(big))
+        local.big = big
+
+    task = greenlet(task_main)
     task.switch()
     del task
-    assert len(local._by_task) == 0
+    assert refs[0]() is None
