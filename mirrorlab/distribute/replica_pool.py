@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -94,6 +95,7 @@ class GreenletPool(ReplicaPool):
         self._order = order
         self._caller: greenlet | None = None
         self._replicas: list[greenlet] = []
+        self._thread: int | None = None  # the thread whose greenlets ``_replicas`` are
         self._requests: list[SyncRequest | None] = [None] * size
         self._outcomes: list[tuple[bool, Any] | None] = [None] * size
         self._items: dict[int, Any] = {}
@@ -104,28 +106,31 @@ class GreenletPool(ReplicaPool):
         if self._closed:
             raise RuntimeError("this strategy's replicas were shut down; create a new strategy")
         self._caller = getcurrent()
+        if self._thread != threading.get_ident():  # greenlets switch only within the thread that made them
+            self._thread = threading.get_ident()
+            self._replicas = [greenlet(partial(self._replica_main, k)) for k in range(self.size)]
         env = current_environment()
-        self._replicas = [greenlet(partial(self._replica_main, k, env)) for k in range(self.size)]
-        self._items = dict(enumerate(fns))
+        self._items = {k: (env, fn) for k, fn in enumerate(fns)}
         self._stretch = self._order(sorted(self._items))[::-1]
         task, item = self._pass_baton()
         task.switch(item)  # back here once every replica has returned
-        self._replicas = []
         return self._results()
 
-    def _replica_main(self, k: int, env: Any, fn: Callable[[], Any]) -> Any:
-        """Replica ``k``'s greenlet: run its function, then hand the baton on by ending (the next task becomes
-        this greenlet's parent, so it receives what this returns). ``replica_label`` names it in hang reports."""
+    def _replica_main(self, k: int, work: tuple[Any, Callable[[], Any]]) -> None:
+        """Replica ``k``'s greenlet, kept for every ``run`` (a fresh greenlet per call slows the BLAS calls in it
+        down): run the function it is handed, hand the baton on, wait for the next function.
+        ``replica_label`` names it in hang reports."""
         replica_label = f"{self._name}/replica:{k}"  # noqa: F841 (read by the simulator's watchdog)
-        bind_environment(env)
-        try:
-            self._outcomes[k] = (True, fn())
-        except BaseException as exc:  # delivered to the caller of run(), which re-raises it
-            self._outcomes[k] = (False, exc)
-        del fn
-        task, item = self._pass_baton()
-        getcurrent().parent = task
-        return item
+        while True:
+            env, fn = work
+            bind_environment(env)
+            try:
+                self._outcomes[k] = (True, fn())
+            except BaseException as exc:  # delivered to the caller of run(), which re-raises it
+                self._outcomes[k] = (False, exc)
+            del fn, work  # an idle replica must not keep the replica function (and so its strategy) alive
+            task, item = self._pass_baton()
+            work = task.switch(item)
 
     def sync(self, local_id: int, request: SyncRequest) -> Any:
         self._requests[local_id] = request
@@ -198,3 +203,4 @@ class GreenletPool(ReplicaPool):
 
     def close(self) -> None:
         self._closed = True
+        self._replicas = []  # their greenlets end when collected
