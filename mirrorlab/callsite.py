@@ -9,11 +9,9 @@ import sys
 import threading
 from functools import lru_cache
 
-from .task_local import TaskLocal
-
 __all__ = ["calls_from", "user_call_site", "is_internal", "describe_frame"]
 
-_outer = TaskLocal()  # ``site``: where the user called what this task runs for (see ``calls_from``)
+_outer = threading.local()  # ``site``: where the user called what this thread runs for (see ``calls_from``)
 
 
 @lru_cache(maxsize=1)
@@ -47,7 +45,7 @@ def describe_frame(filename: str, lineno: int | None, function: str) -> str:
 
 @contextlib.contextmanager
 def calls_from(site: str):  # noqa: ANN201 (a context manager)
-    """In this task, report ``site`` where no user frame is on the stack (a replica running mirrorlab's
+    """In this thread, report ``site`` where no user frame is on the stack (a replica thread running mirrorlab's
     own step, e.g. Keras' fit, for a ``strategy.run`` the user's code called at ``site``)."""
     outer = getattr(_outer, "site", None)
     _outer.site = site

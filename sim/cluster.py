@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -273,8 +274,9 @@ class SimRun:
         """The watchdog gave up on ``thread``: its worker ends with a HangError naming where it blocked."""
         w = thread.owner
         self.envs[w].hung = True
+        threads = [thread.os_thread] + [t for t in threading.enumerate() if t.name.startswith(f"worker {w} (")]
         error = errors.HangError(hang_report(f"worker {w} (/job:{self.tasks[w][0]}/replica:0/task:{self.tasks[w][1]})",
-                                             seconds, [thread.os_thread], self.config.watchdog))
+                                             seconds, threads, self.config.watchdog))
         _add_note(error, f"[mirrorlab.sim] worker {w} hung at virtual time {self.scheduler.now:.3f} s "
                          f"(seed={self.config.seed}). Replay: {self.replay_line}")
         self.outcomes[w].error, self.outcomes[w].end_time = error, self.scheduler.now

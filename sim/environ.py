@@ -1,5 +1,5 @@
 """Per-worker environment variables inside one process: while a simulation runs, ``os.environ`` is
-an overlay that shows each simulated worker (and its replicas) its own ``TF_CONFIG``, so
+an overlay that shows each simulated worker (and its replica threads) its own ``TF_CONFIG``, so
 programs that read ``os.environ["TF_CONFIG"]`` run unchanged."""
 
 from __future__ import annotations

@@ -64,17 +64,6 @@ def format_stack(frame: FrameType) -> str:
     return "".join(traceback.format_list(entries[first_user:][-STACK_DEPTH:])).rstrip("\n")
 
 
-def task_label(thread: threading.Thread, frame: FrameType | None) -> str:
-    """Who runs this stack: the local replica whose greenlet it is (its pool names it in ``replica_label``), else
-    the thread."""
-    while frame is not None:
-        label = frame.f_locals.get("replica_label") if frame.f_code.co_name == "_replica_main" else None
-        if label is not None:
-            return f"replica {label!r}"
-        frame = frame.f_back
-    return f"thread {thread.name!r}"
-
-
 def hang_report(who: str, seconds: float, threads: list[threading.Thread], watchdog: float) -> str:
     """The HangError text: who blocked where, each of its blocked threads' stack, and the fix."""
     stacks = [(thread, frame) for thread in threads if (frame := frame_of(thread)) is not None]
@@ -83,7 +72,7 @@ def hang_report(who: str, seconds: float, threads: list[threading.Thread], watch
              f"{' at ' + site if site else ''}, holding the simulation: no other worker could run, and TF would "
              "wait here forever. The simulator gave up on this worker and let the others go on."]
     for thread, frame in stacks:
-        lines.append(f"Stack of {task_label(thread, frame)} (innermost last):\n{format_stack(frame)}")
+        lines.append(f"Stack of thread {thread.name!r} (innermost last):\n{format_stack(frame)}")
     lines.append("Fix: do not wait in real time for another worker inside a simulated program "
                  "(threading.Event, time.sleep, queue.get, sockets): exchange data through collectives, and poll "
                  "with mirrorlab.runtime.clock.sleep, which waits in virtual time. If this worker merely computes "

@@ -5,13 +5,12 @@ pair up across workers. The entry point that issues the request names it for the
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
-
-from ..task_local import TaskLocal
 
 __all__ = ["requesting", "current_kind"]
 
-_tls = TaskLocal()
+_tls = threading.local()
 
 
 @contextlib.contextmanager

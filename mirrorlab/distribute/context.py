@@ -1,9 +1,9 @@
-"""The per-task distribution context: which strategy is current and whether this task runs in a
+"""The per-thread distribution context: which strategy is current and whether this thread runs in a
 replica (inside ``strategy.run``) or in cross-replica context (inside ``scope()`` or ``merge_call``)."""
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,10 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "enter",
            "current_frame", "experimental_set_strategy"]
 
-# Per task (thread or replica greenlet): the frame stack, and the frame ``experimental_set_strategy`` set. Context
-# variables rather than a TaskLocal: ``current_frame`` runs dozens of times per replica step.
-_STACK: ContextVar[list["Frame"]] = ContextVar("distribution_stack")
-_BASE: ContextVar["Frame | None"] = ContextVar("distribution_base", default=None)
+_tls = threading.local()
 
 
 @dataclass(frozen=True)
@@ -28,17 +25,16 @@ class Frame:
 
 
 def _stack() -> list[Frame]:
-    stack = _STACK.get(None)
+    stack = getattr(_tls, "stack", None)
     if stack is None:
-        stack = []
-        _STACK.set(stack)
+        stack = _tls.stack = []
     return stack
 
 
 def current_frame() -> Frame | None:
     """The innermost scope or replica frame; below every scope, the one ``experimental_set_strategy`` set."""
     stack = _stack()
-    return stack[-1] if stack else _BASE.get()
+    return stack[-1] if stack else getattr(_tls, "base", None)
 
 
 def experimental_set_strategy(strategy: "Strategy | None") -> None:
@@ -50,7 +46,7 @@ def experimental_set_strategy(strategy: "Strategy | None") -> None:
     if strategy is not None and not callable(getattr(strategy, "scope", None)):
         raise AttributeError(f"'{type(strategy).__name__}' object has no attribute 'scope'\nFix: pass a "
                              "tf.distribute strategy (or None to clear it).")
-    _BASE.set(None if strategy is None else Frame(strategy, None))
+    _tls.base = None if strategy is None else Frame(strategy, None)
 
 
 class enter:  # noqa: N801 (used like a function: ``with context.enter(...)``)

@@ -1,11 +1,11 @@
 """Running the replica function once per local replica, and pausing all replicas together at sync points.
 
-Each local replica runs as its own greenlet on the worker's thread (so it can pause mid-function), one
-replica computing at a time, in an order the runtime chooses (the simulator draws it from its seed):
+Each local replica runs on its own persistent thread (so it can pause mid-function), but only one
+replica computes at a time, in an order the runtime chooses (the simulator draws it from its seed):
 results never depend on thread timing, and BLAS never fights eight threads over two cores. Everything
 replicas share (collectives, merge_call, variable updates) happens at a *sync point*: once every
 replica has arrived, the last one to arrive runs the request's handler on all requests at once, in
-replica order, acting for the worker (one replica at a time ever talks to other workers). A replica
+replica order, acting for the worker (one thread at a time ever talks to other workers). A replica
 that returns, raises, or enters a different sync point while the others wait is reported instead of
 hanging.
 """
@@ -14,19 +14,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-import threading
+import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
-
-from greenlet import getcurrent, greenlet
 
 from .. import errors
 from ..collective.communicator import FIX_DESYNC
-from ..runtime.binding import bind_environment, current_environment
 
-__all__ = ["SyncRequest", "ReplicaPool", "InlinePool", "GreenletPool", "MERGE_CALL"]
+__all__ = ["SyncRequest", "ReplicaPool", "InlinePool", "ThreadPool", "MERGE_CALL"]
 
 MERGE_CALL = "merge_call"
 MERGE_CALL_COUNT_ERROR = "Some replicas made a different number of replica_context().merge_call() calls."
@@ -43,7 +39,7 @@ class SyncRequest:
 
 
 class ReplicaPool(ABC):
-    """Interface shared by the inline (one replica) and greenlet (several replicas) pools."""
+    """Interface shared by the inline (one replica) and threaded (several replicas) pools."""
 
     size: int
 
@@ -56,7 +52,7 @@ class ReplicaPool(ABC):
         """Implemented by subclasses."""
 
     def close(self) -> None:
-        """Refuse further runs (idempotent)."""
+        """Stop the pool's threads (idempotent)."""
 
 
 def _reraise_copy(exc: BaseException) -> BaseException:
@@ -75,83 +71,82 @@ class InlinePool(ReplicaPool):
         return request.handler([request])[0]
 
 
-class GreenletPool(ReplicaPool):
-    """``size`` replicas as greenlets on the calling thread that pass one baton along: the replica that stops (at
-    a sync point or at its end) switches to the next one of the stretch; the last to stop resolves the sync point
-    (runs the handler) and starts the next stretch, or, when all have returned, switches back to the caller of
-    ``run``. A switch costs about a microsecond where a handoff between OS threads cost ten or more.
+class ThreadPool(ReplicaPool):
+    """``size`` replica threads that pass one baton along: the replica that stops (at a sync point or at
+    its end) wakes the next one of the stretch; the last to stop resolves the sync point (runs the
+    handler) and starts the next stretch, or, when all have returned, wakes the thread that called ``run``.
 
-    ``name`` (the worker's label) names its errors; ``on_desync(error)`` is told when replicas disagree, so the
-    worker can abort the cross-worker group too; ``order(ids)`` gives the order in which the given replicas run
-    their next stretch. A replica blocked in C code (or in real time) blocks its whole worker, as one replica
-    thread holding the worker's baton did before.
+    ``name`` (the worker's label) names its threads and its errors; ``spawn(target, name)`` starts a thread
+    bound to the worker's environment; ``on_desync(error)`` is
+    told when replicas disagree, so the worker can abort the cross-worker group too; ``order(ids)``
+    gives the order in which the given replicas run their next stretch.
     """
 
-    def __init__(self, size: int, name: str, on_desync: Callable[[errors.OpError], None],
+    def __init__(self, size: int, spawn: Callable[[Callable[[], None], str], Any], name: str,
+                 on_desync: Callable[[errors.OpError], None],
                  order: Callable[[list[int]], list[int]] = list) -> None:
         self.size = size
         self._name = name
         self._on_desync = on_desync
         self._order = order
-        self._caller: greenlet | None = None
-        self._replicas: list[greenlet] = []
-        self._thread: int | None = None  # the thread whose greenlets ``_replicas`` are
+        self._finished: queue.SimpleQueue = queue.SimpleQueue()
+        self._inboxes = [queue.SimpleQueue() for _ in range(size)]
         self._requests: list[SyncRequest | None] = [None] * size
         self._outcomes: list[tuple[bool, Any] | None] = [None] * size
         self._items: dict[int, Any] = {}
         self._stretch: list[int] = []  # the replicas still to run in this stretch, the next one last
         self._closed = False
+        for k in range(size):
+            spawn(lambda k=k: self._loop(k), f"{name}/replica:{k}")
 
-    def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
-        if self._closed:
-            raise RuntimeError("this strategy's replicas were shut down; create a new strategy")
-        self._caller = getcurrent()
-        if self._thread != threading.get_ident():  # greenlets switch only within the thread that made them
-            self._thread = threading.get_ident()
-            self._replicas = [greenlet(partial(self._replica_main, k)) for k in range(self.size)]
-        env = current_environment()
-        self._items = {k: (env, fn) for k, fn in enumerate(fns)}
-        self._stretch = self._order(sorted(self._items))[::-1]
-        task, item = self._pass_baton()
-        task.switch(item)  # back here once every replica has returned
-        return self._results()
-
-    def _replica_main(self, k: int, work: tuple[Any, Callable[[], Any]]) -> None:
-        """Replica ``k``'s greenlet, kept for every ``run`` (a fresh greenlet per call slows the BLAS calls in it
-        down): run the function it is handed, hand the baton on, wait for the next function.
-        ``replica_label`` names it in hang reports."""
-        replica_label = f"{self._name}/replica:{k}"  # noqa: F841 (read by the simulator's watchdog)
+    def _loop(self, k: int) -> None:
+        inbox = self._inboxes[k]
         while True:
-            env, fn = work
-            bind_environment(env)
+            task = inbox.get()
+            if task is None:
+                return
             try:
-                self._outcomes[k] = (True, fn())
+                self._outcomes[k] = (True, task())
             except BaseException as exc:  # delivered to the caller of run(), which re-raises it
                 self._outcomes[k] = (False, exc)
-            del fn, work  # an idle replica must not keep the replica function (and so its strategy) alive
-            task, item = self._pass_baton()
-            work = task.switch(item)
+            del task  # an idle thread must not keep the replica function (and so its strategy) alive
+            self._pass_baton()
 
     def sync(self, local_id: int, request: SyncRequest) -> Any:
         self._requests[local_id] = request
-        task, item = self._pass_baton()
-        ok, value = item if task is getcurrent() else task.switch(item)
+        self._pass_baton()
+        ok, value = self._inboxes[local_id].get()
         if not ok:
             raise _reraise_copy(value)
         return value
 
-    def _pass_baton(self) -> tuple[greenlet, Any]:
-        """Called by the replica that just stopped: the task that runs next and what it is handed (the next
-        replica of the stretch and its function or reply; else the caller of ``run`` when all have returned)."""
-        if not self._stretch:
-            waiting = [k for k in range(self.size) if self._requests[k] is not None]
-            if not waiting:
-                return self._caller, None
-            self._items = self._resolve(waiting)
-            self._stretch = self._order(sorted(self._items))[::-1]
+    def _start_stretch(self, items: dict[int, Any]) -> None:
+        self._items = items
+        self._stretch = self._order(sorted(items))[::-1]  # reversed: the next replica is popped from the end
+        self._wake_next()
+
+    def _wake_next(self) -> None:
         k = self._stretch.pop()
         self._requests[k] = None
-        return self._replicas[k], self._items.pop(k)
+        self._inboxes[k].put(self._items.pop(k))
+
+    def _pass_baton(self) -> None:
+        """Called by the replica that just stopped; only the baton holder touches the pool's state."""
+        if self._stretch:
+            self._wake_next()
+            return
+        waiting = [k for k in range(self.size) if self._requests[k] is not None]
+        if not waiting:
+            self._finished.put(True)
+            return
+        self._start_stretch(self._resolve(waiting))
+
+    def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
+        if self._closed:
+            raise RuntimeError("this strategy's replica threads were shut down; create a new strategy")
+        self._start_stretch(dict(enumerate(fns)))
+        self._finished.get()
+        return self._results()
 
     def _results(self) -> list[Any]:
         outcomes = [o for o in self._outcomes if o is not None]
@@ -202,5 +197,7 @@ class GreenletPool(ReplicaPool):
         return {k: (False, error) for k in waiting}
 
     def close(self) -> None:
-        self._closed = True
-        self._replicas = []  # their greenlets end when collected
+        if not self._closed:
+            self._closed = True
+            for inbox in self._inboxes:
+                inbox.put(None)

@@ -42,7 +42,7 @@ from .one_device import concat_on_one_device, is_int32
 from .regroup import regroup, select_replica
 from .scatter import reduce_slices
 from .replica_context import ReplicaContext, checked_all_reduce, is_python_number
-from .replica_pool import GreenletPool, InlinePool, SyncRequest
+from .replica_pool import InlinePool, SyncRequest, ThreadPool
 from .values import Mirrored, ReplicaValues
 from .distributed_variables import DistributedVariable, MirroredVariable, SyncOnReadVariable
 from .variables import _initial_array, validate_synchronization_aggregation_trainable
@@ -94,8 +94,8 @@ class StrategyExtended(ExtendedApi):
         if len(devices) == 1:
             self._pool = InlinePool()
         else:
-            self._pool = GreenletPool(len(devices), runtime.comm.worker_label(rank), runtime.comm.fail,
-                                      runtime.replica_order)
+            self._pool = ThreadPool(len(devices), runtime.spawn, runtime.comm.worker_label(rank), runtime.comm.fail,
+                                    runtime.replica_order)
             weakref.finalize(strategy, self._pool.close)
             runtime.adopt(self._pool)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..cluster import ClusterSpec
 from ..collective.communicator import Communicator
@@ -45,6 +46,20 @@ class WorkerRuntime:
         for resource in self._owned:
             resource.close()
         self._owned.clear()
+
+    def spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """Start a daemon thread that inherits this thread's environment binding (replica threads)."""
+        from .binding import current_environment, bind_environment
+
+        env = current_environment()
+
+        def main() -> None:
+            bind_environment(env)
+            target()
+
+        thread = threading.Thread(target=main, name=name, daemon=True)
+        thread.start()
+        return thread
 
 
 class Environment(ABC):

@@ -1,13 +1,14 @@
-"""Which environment the current task (thread or replica greenlet) belongs to (a simulated worker's are bound to it)."""
+"""Which environment the current thread belongs to (a simulated worker's threads are bound to it)."""
 
 from __future__ import annotations
 
-from ..task_local import TaskLocal
+import threading
+
 from .base import Environment
 
 __all__ = ["current_environment", "bind_environment"]
 
-_tls = TaskLocal()
+_tls = threading.local()
 _process_default: Environment | None = None
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..task_local import TaskLocal
 from .. import nest
 from ._kernels import portable_math
 from .indexed_slices import accumulate
@@ -33,7 +33,7 @@ __all__ = ["BINARY_GRADIENTS", "GradientTape", "Tracked", "add_n", "broadcast_ba
 # A backward step: upstream gradient -> [(Tracked input or variable, its gradient), ...].
 Backward = Callable[[Any], list[tuple[Any, Any]]]
 
-_state = TaskLocal()
+_state = threading.local()
 log = logging.getLogger("mirrorlab")
 
 

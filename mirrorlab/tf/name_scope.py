@@ -6,13 +6,12 @@ Scopes nest per thread: ``name_scope("a")`` inside ``"s"`` is ``s/a/``; a name e
 
 from __future__ import annotations
 
+import threading
 from typing import Any
-
-from ..task_local import TaskLocal
 
 __all__ = ["name_scope", "current_scope"]
 
-_state = TaskLocal()
+_state = threading.local()
 
 
 def current_scope() -> str:

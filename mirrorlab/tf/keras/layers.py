@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from ...task_local import TaskLocal
 from ...distribute.variables import Variable
 from .._kernels.summation import tf_sum
 from ...tensor import array_module, asarray, like
@@ -315,7 +315,7 @@ def symbolic_inputs(inputs: Any) -> bool:
     return isinstance(inputs, KerasTensor) or (isinstance(inputs, (list, tuple, dict)) and is_symbolic(inputs))
 
 
-_calls = TaskLocal()  # ``training``: the mode of the layer call in progress (Keras' call context); ``scopes``
+_calls = threading.local()  # ``training``: the mode of the layer call in progress (Keras' call context); ``scopes``
 
 
 def _scoped_build(build: Callable[..., None]) -> Callable[..., None]:

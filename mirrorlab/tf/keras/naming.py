@@ -11,13 +11,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from ...task_local import TaskLocal
 from ...runtime import current_environment
 
 __all__ = ["auto_name", "clear_session", "to_snake_case", "keras_path", "keras_path_scope", "mark_keras_weight"]
 
 _lock = threading.Lock()
-_paths = TaskLocal()  # ``stack``: the names of the layers whose scopes are open (Keras' object path)
+_paths = threading.local()  # ``stack``: the names of the layers whose scopes are open (Keras' object path)
 
 
 def to_snake_case(name: str) -> str:

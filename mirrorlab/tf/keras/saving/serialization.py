@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-
-from ....task_local import TaskLocal
 
 __all__ = ["serialize_keras_object", "deserialize_keras_object", "register_keras_serializable",
            "get_registered_object", "get_registered_name", "custom_object_scope", "CustomObjectScope",
@@ -49,7 +48,7 @@ _PRIVATE = {"Functional": "keras.src.models.functional"}
 
 _registered: dict[str, Any] = {}  # "package>name" -> class or function
 _names: dict[Any, str] = {}  # class or function -> "package>name"
-_scopes = TaskLocal()
+_scopes = threading.local()
 
 
 def _keras(module: str) -> types.ModuleType:
