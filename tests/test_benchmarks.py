@@ -38,3 +38,16 @@ def test_allreduce_timing_runs_on_several_workers():
     bench = _load()
     times = bench.allreduce_1m(workers=2, devices=2, repeats=2, size=16)
     assert len(times) == 2 and all(t >= 0.0 for t in times)
+
+
+def test_tiny_collective_benchmark_reports_a_time_per_replica():
+    """The tiny-collective benchmark runs on a few workers and reports a positive time per replica."""
+    spec = importlib.util.spec_from_file_location("bench_tiny_collective", BENCH.parent / "bench_tiny_collective.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.per_replica_seconds(workers=3, devices=1, steps=2) > 0.0
+
+
+def test_simulated_step_runs_on_several_workers():
+    """The MLP step also runs with the replicas spread over workers, as the (2, 4) and (8, 1) variants do."""
+    assert _load().simulated(steps=1, devices=2, workers=2) > 0.0
