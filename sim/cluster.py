@@ -39,7 +39,7 @@ HEALTH_TEXT = ("The following tasks are unhealthy (stopped sending heartbeats):\
                "further.")
 
 
-TRACE_KEEP = 100_000  # trace events a run keeps in memory by default (about 25 MB)
+TRACE_KEEP = 100_000  # trace events a run keeps in memory by default (about 40 MB)
 
 
 @dataclass(frozen=True)
