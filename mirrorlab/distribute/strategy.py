@@ -63,9 +63,13 @@ def _digest(copy: np.ndarray) -> str:
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two contiguous arrays hold the same bytes (NaNs included), without hashing either."""
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.reshape(-1).view(np.uint8),
-                                                                        b.reshape(-1).view(np.uint8))
+    """Whether two contiguous arrays hold the same bytes (NaNs included), without hashing either (object arrays,
+    e.g. strings, compare their raw bytes as the digest does)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.hasobject:
+        return a.tobytes() == b.tobytes()
+    return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
 
 class StrategyExtended(ExtendedApi):
     """``strategy.extended``: devices, roles, and the machinery (replica pool, collective group)."""
