@@ -9,15 +9,21 @@ same simulated run gives a byte-identical trace.
 With ``Trace(record_values=True)`` each event also carries the step, the number of non-finite values the replica
 contributed and a short digest of the result (``VALUE_FIELDS``), for the NaN and divergence checks of trace
 analysis; without it those fields are absent and the text is unchanged.
+
+``Trace(keep_last=N)`` holds only the last N events and the last N notes in memory (a long run's trace stays the same
+size; the metadata then counts what was dropped), and ``stream_to(path)`` writes every event and note to a file as it
+is added, so the whole trace survives however long the run.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
 __all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS"]
 
@@ -66,26 +72,53 @@ class TraceNote:
 
 @dataclass
 class Trace:
-    """An append-only list of events plus run metadata (seed, cluster shape); ``record_values`` asks collectives to
-    add ``VALUE_FIELDS`` to their events (the metadata then says ``"values": true``)."""
+    """Events plus run metadata (seed, cluster shape); ``record_values`` asks collectives to add ``VALUE_FIELDS`` to
+    their events (the metadata then says ``"values": true``); ``keep_last`` bounds what stays in memory (None: all)."""
 
     meta: dict = field(default_factory=dict)
-    events: list[CollectiveEvent] = field(default_factory=list)
-    notes: list[TraceNote] = field(default_factory=list)
+    events: deque[CollectiveEvent] = field(default_factory=deque)
+    notes: deque[TraceNote] = field(default_factory=deque)
     record_values: bool = False
+    keep_last: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _stream: IO[str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.keep_last is not None and self.keep_last < 1:
+            raise ValueError(f"Trace keep_last must be a positive number of events or None (keep all); got "
+                             f"{self.keep_last}")
         if self.record_values:
             self.meta["values"] = True
+        self.events = deque(self.events, maxlen=self.keep_last)
+        self.notes = deque(self.notes, maxlen=self.keep_last)
+
+    def stream_to(self, path: str | Path) -> None:
+        """Write the header now and every event and note from now on to ``path`` (in the order they are added);
+        ``close()`` ends the file."""
+        self._stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - held open until close()
+        self._stream.write(self._header() + "\n")
+
+    def close(self) -> None:
+        """Finish the streamed file, if any (idempotent)."""
+        with self._lock:
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
 
     def add(self, event: CollectiveEvent) -> None:
         with self._lock:
-            self.events.append(event)
+            self._append(self.events, event, "dropped_events")
 
     def add_note(self, note: TraceNote) -> None:
         with self._lock:
-            self.notes.append(note)
+            self._append(self.notes, note, "dropped_notes")
+
+    def _append(self, store: deque, record: CollectiveEvent | TraceNote, counter: str) -> None:
+        if len(store) == store.maxlen:
+            self.meta[counter] = self.meta.get(counter, 0) + 1
+        store.append(record)
+        if self._stream is not None:
+            self._stream.write(record.to_json() + "\n")
 
     def __iter__(self) -> Iterator[CollectiveEvent]:
         return iter(self.events)
@@ -95,10 +128,11 @@ class Trace:
 
     def to_jsonl(self) -> str:
         """Canonical text: a header line with the metadata, then one line per event, then the notes."""
-        head = json.dumps({"mirrorlab_trace": TRACE_VERSION, "meta": self.meta}, sort_keys=True,
-                          separators=(",", ":"))
-        lines = [head, *(e.to_json() for e in self.events), *(n.to_json() for n in self.notes)]
+        lines = [self._header(), *(e.to_json() for e in self.events), *(n.to_json() for n in self.notes)]
         return "\n".join(lines) + "\n"
+
+    def _header(self) -> str:
+        return json.dumps({"mirrorlab_trace": TRACE_VERSION, "meta": self.meta}, sort_keys=True, separators=(",", ":"))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_jsonl(), encoding="utf-8")

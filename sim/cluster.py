@@ -37,6 +37,9 @@ from .worker_setup import WorkerSetup
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
 
+TRACE_KEEP = 100_000  # trace events a run keeps in memory by default (about 40 MB)
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Everything that defines a simulated run besides the program (the replay line prints it)."""
@@ -53,8 +56,13 @@ class SimConfig:
     watchdog: float | None = 5.0
     trace_values: bool = False
     setups: tuple[WorkerSetup, ...] = ()
+    trace_keep: int | None = TRACE_KEEP
+    trace_file: str | None = None
 
     def __post_init__(self) -> None:
+        check_count("SimCluster", "trace_keep", self.trace_keep, 1,
+                    f"give how many trace events to keep in memory, e.g. {TRACE_KEEP} (the default), or None to keep "
+                    "all.", optional=True)
         check_count("SimCluster", "workers", self.workers, 1, "give the number of simulated workers, e.g. workers=2.")
         check_count("SimCluster", "devices_per_worker", self.devices_per_worker, 1,
                     "give the replicas per worker, e.g. devices_per_worker=1.")
@@ -97,7 +105,8 @@ class SimConfig:
         parts = [f"workers={self.workers}"]
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
                      "bandwidth", "device_type", "watchdog",
-                     "trace_values", "setups"):
+                     "trace_values", "setups",
+                     "trace_keep", "trace_file"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -211,7 +220,7 @@ class SimRun:
         self.trace = Trace(meta={"seed": config.seed, "workers": config.workers,
                                  "devices_per_worker": config.devices_per_worker, "clock": "virtual",
                                  "tasks": [f"/job:{t}/replica:0/task:{i}" for t, i in self.tasks]},
-                           record_values=config.trace_values)
+                           record_values=config.trace_values, keep_last=config.trace_keep)
         setups = {setup.worker: setup for setup in config.setups}
         self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}),
                                   setups.get(w)) for w, (t, i) in enumerate(self.tasks)]
@@ -226,8 +235,13 @@ class SimRun:
         pin_blas_threads()  # as a real worker does, so both compute the same bits
         for w in range(len(self.tasks)):
             self.threads.append(self.scheduler.spawn(f"worker {w}", lambda w=w: self._worker_main(w), owner=w))
-        with environ_overlay(), self.random_states:
-            self.scheduler.run()
+        if self.config.trace_file is not None:
+            self.trace.stream_to(self.config.trace_file)
+        try:
+            with environ_overlay(), self.random_states:
+                self.scheduler.run()
+        finally:
+            self.trace.close()
         return RunResult(self.outcomes, self)
 
     def _worker_main(self, w: int) -> None:
@@ -350,6 +364,8 @@ class SimCluster:
     every worker and returns a ``RunResult`` (one value or exception per worker, plus the trace).
     ``watchdog``: real seconds a worker may block outside mirrorlab before it is reported as hung (None: never).
     ``trace_values=True`` adds each collective's step, non-finite count and result digest to the trace.
+    ``trace_keep``: how many trace events (and notes) the result keeps in memory, the latest ones (None: all), so a
+    long run's memory stays flat; ``trace_file``: a path that receives the whole trace as JSON lines while it runs.
     """
 
     workers: int
@@ -364,11 +380,14 @@ class SimCluster:
     watchdog: float | None = 5.0
     trace_values: bool = False
     setups: Sequence[WorkerSetup] = field(default_factory=tuple)
+    trace_keep: int | None = TRACE_KEEP
+    trace_file: str | None = None
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
                                 self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
-                                self.watchdog, self.trace_values, tuple(self.setups))
+                                self.watchdog, self.trace_values, tuple(self.setups),
+                                self.trace_keep, self.trace_file)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""

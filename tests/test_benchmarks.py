@@ -54,3 +54,16 @@ def test_allreduce_benchmark_runs_and_reports_bus_bandwidth(monkeypatch):
     assert all(times.shape == (2, 1) and (times > 0).all() for times in results.values())
     table = bench.report(2, [4096], results)
     assert "4 KiB" in table and "shm ring" in table and "busbw GB/s" in table
+
+
+def test_tiny_collective_benchmark_reports_a_time_per_replica():
+    """The tiny-collective benchmark runs on a few workers and reports a positive time per replica."""
+    spec = importlib.util.spec_from_file_location("bench_tiny_collective", BENCH.parent / "bench_tiny_collective.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.per_replica_seconds(workers=3, devices=1, steps=2) > 0.0
+
+
+def test_simulated_step_runs_on_several_workers():
+    """The MLP step also runs with the replicas spread over workers, as the (2, 4) and (8, 1) variants do."""
+    assert _load().simulated(steps=1, devices=2, workers=2) > 0.0

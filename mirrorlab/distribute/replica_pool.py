@@ -94,7 +94,7 @@ class ThreadPool(ReplicaPool):
         self._requests: list[SyncRequest | None] = [None] * size
         self._outcomes: list[tuple[bool, Any] | None] = [None] * size
         self._items: dict[int, Any] = {}
-        self._stretch: list[int] = []
+        self._stretch: list[int] = []  # the replicas still to run in this stretch, the next one last
         self._closed = False
         for k in range(size):
             spawn(lambda k=k: self._loop(k), f"{name}/replica:{k}")
@@ -122,11 +122,11 @@ class ThreadPool(ReplicaPool):
 
     def _start_stretch(self, items: dict[int, Any]) -> None:
         self._items = items
-        self._stretch = self._order(sorted(items))
+        self._stretch = self._order(sorted(items))[::-1]  # reversed: the next replica is popped from the end
         self._wake_next()
 
     def _wake_next(self) -> None:
-        k = self._stretch.pop(0)
+        k = self._stretch.pop()
         self._requests[k] = None
         self._inboxes[k].put(self._items.pop(k))
 
@@ -161,7 +161,8 @@ class ThreadPool(ReplicaPool):
 
     def _resolve(self, waiting: list[int]) -> dict[int, tuple[bool, Any]]:
         requests = [self._requests[k] for k in waiting]
-        finished = [k for k in range(self.size) if k not in waiting]
+        waiting_set = set(waiting)
+        finished = [k for k in range(self.size) if k not in waiting_set]
         first = requests[0]
         failed = [k for k in finished if not self._outcomes[k][0]]
         if failed:

@@ -56,6 +56,21 @@ GATHER_CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires 
                                  "get_replica_context().all_gather() instead")
 
 
+
+def _digest(copy: np.ndarray) -> str:
+    """The short SHA-1 by which the trace names one variable copy's bytes."""
+    return hashlib.sha1(copy.tobytes()).hexdigest()[:12]
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two contiguous arrays hold the same bytes (NaNs included), without hashing either (object arrays,
+    e.g. strings, compare their raw bytes as the digest does)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.hasobject:
+        return a.tobytes() == b.tobytes()
+    return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
+
 class StrategyExtended(ExtendedApi):
     """``strategy.extended``: devices, roles, and the machinery (replica pool, collective group)."""
 
@@ -183,9 +198,9 @@ class StrategyExtended(ExtendedApi):
         mirrors that differ, on this worker or across workers (TF accepts this silently; the log says it once per
         variable: Keras' BatchNormalization does it on purpose, every step)."""
         for var, site in self._unsynced.values():
-            digests = [hashlib.sha1(np.ascontiguousarray(to_host(c)).tobytes()).hexdigest()[:12]
-                       for c in var._components]
-            if len(set(digests)) > 1 and id(var) not in self._warned_unsynced:  # warned once per variable
+            copies = [np.ascontiguousarray(to_host(c)) for c in var._components]
+            differ = not all(_same_bytes(copies[0], c) for c in copies[1:])
+            if differ and id(var) not in self._warned_unsynced:  # warned once per variable
                 self._warned_unsynced.add(id(var))
                 if getattr(var, "_keras_weight", False):  # a layer's own state, such as moving statistics
                     log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s): each replica "
@@ -196,6 +211,7 @@ class StrategyExtended(ExtendedApi):
                     log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
                                 "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
             if self._runtime.trace is not None:
+                digests = [_digest(c) for c in copies] if differ else [_digest(copies[0])] * len(copies)
                 self._runtime.trace.add_note(TraceNote(
                     "unsynced_update", self._rank, self._runtime.now(), site,
                     {"variable": var.name, "step": self._step, "digests": digests,
