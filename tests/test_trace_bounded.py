@@ -90,3 +90,21 @@ def test_unsynced_copies_are_named_by_the_sha1_of_each_copy(differ: bool) -> Non
     assert note.details["digests"] == expected
     assert (len(set(expected)) > 1) == differ
     assert isinstance(note, TraceNote)
+
+
+def test_string_copies_have_the_same_digest_in_every_run():
+    """Digests of string copies hash the strings, not the objects' addresses: two runs give the same trace note."""
+    import mirrorlab.tf as tf
+    from mirrorlab.sim import SimCluster
+
+    def program():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            v = tf.Variable("a", aggregation=tf.VariableAggregation.NONE)
+        strategy.run(lambda: v.assign("b" + "c"))  # a fresh str object on every replica, equal content
+
+    notes = []
+    for _ in range(2):
+        trace = SimCluster(workers=1, devices_per_worker=2, seed=0).run(program).trace
+        notes.append([n.details["digests"] for n in trace.notes if n.note == "unsynced_update"])
+    assert notes[0] == notes[1] and notes[0] and len(set(notes[0][0])) == 1

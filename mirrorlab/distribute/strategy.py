@@ -32,6 +32,7 @@ from ..runtime import WorkerRuntime, current_environment
 from ..frontend import current_frontend
 from ..tensor import IndexedSlices, array_module, as_tensor, device_of, frozen, is_cupy, like, to_host
 from ..trace import TraceNote
+from ..train.strings import encode_strings
 from mirrorlab.diagnostics.runtime_hook import tf_config_diagnosed
 from . import context
 from .cross_device_ops import check_cross_device_ops
@@ -57,18 +58,23 @@ GATHER_CROSS_REPLICA_REQUIRED = ("tf.distribute.Strategy.gather method requires 
 
 
 
+def _content(copy: np.ndarray) -> bytes:
+    """A copy's value as bytes: its buffer, or for strings (object arrays) the strings themselves, not pointers."""
+    return encode_strings(copy).tobytes() if copy.dtype.hasobject else copy.tobytes()
+
+
 def _digest(copy: np.ndarray) -> str:
-    """The short SHA-1 by which the trace names one variable copy's bytes."""
-    return hashlib.sha1(copy.tobytes()).hexdigest()[:12]
+    """The short SHA-1 by which the trace names one variable copy's value (the same in every run)."""
+    return hashlib.sha1(_content(copy)).hexdigest()[:12]
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two contiguous arrays hold the same bytes (NaNs included), without hashing either (object arrays,
-    e.g. strings, compare their raw bytes as the digest does)."""
+    """Whether two contiguous arrays hold the same bytes (NaNs included), without hashing either (strings compare
+    by content, as the digest does)."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     if a.dtype.hasobject:
-        return a.tobytes() == b.tobytes()
+        return _content(a) == _content(b)
     return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
 
 class StrategyExtended(ExtendedApi):
