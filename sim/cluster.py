@@ -7,6 +7,7 @@ interleaving, the fault decisions and therefore the results and the trace; failu
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import threading
@@ -158,7 +159,8 @@ class RunResult(list):
         return next(iter(self.errors), None)
 
     def values(self) -> list[Any]:
-        """The return values; raises the root cause's error, with the other workers' errors in a note."""
+        """The return values; raises the root cause's error, with the other workers' errors and the trace
+        analysis' coded findings in notes."""
         failed = self.errors
         if not failed:
             return list(self)
@@ -167,7 +169,25 @@ class RunResult(list):
         if failed:
             _add_note(error, f"[mirrorlab.sim] worker {root}'s error is the root cause; the other workers' errors:\n"
                       + "\n".join(f"  worker {w}: {self._state(w)}" for w in failed))
+        findings = self.findings_text()
+        if findings and findings not in getattr(error, "__notes__", ()):
+            _add_note(error, findings)
         raise error
+
+    @functools.cached_property
+    def findings(self) -> list:
+        """What ``mirrorlab trace analyze`` finds in this run's trace (errors and warnings; none for a clean run)."""
+        if self.ok:
+            return []
+        from mirrorlab.diagnostics.findings import Severity
+        from mirrorlab.diagnostics.trace_analysis import analyze_trace_texts
+
+        found = analyze_trace_texts([("run", self.trace.to_jsonl())])
+        return [f for f in found if f.severity in (Severity.ERROR, Severity.WARNING)]
+
+    def findings_text(self) -> str:
+        """The findings as lines: code, message and fix ("" when there are none)."""
+        return "\n".join(f"[mirrorlab.diagnostics] {f.code}: {f.message}\n  Fix: {f.fix}" for f in self.findings)
 
     def report(self) -> str:
         """The root cause, one line per worker, the network's losses, seed, virtual time and the replay line."""
@@ -178,6 +198,8 @@ class RunResult(list):
         lines += [f"  worker {w}: {self._state(w)}" for w in range(len(self.outcomes))]
         if self.network_losses:
             lines.append(self.network_losses)
+        if self.findings:
+            lines.append(self.findings_text())
         lines.append(f"replay: {self.replay}")
         return "\n".join(lines)
 

@@ -238,3 +238,22 @@ def test_the_clock_is_the_wall_clock_outside_and_virtual_inside_a_simulation():
     started = time.monotonic()
     assert SimCluster(workers=2).run(program).values() == [3600.0, 3600.0]
     assert time.monotonic() - started < 60
+
+
+def test_a_failed_run_carries_the_trace_analysis_coded_finding():
+    """A user who never runs `mirrorlab trace analyze` still gets its finding: in values()'s error and report()."""
+    import mirrorlab.tf as tf
+
+    def chief_only_reduce():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        if strategy.cluster_resolver.task_id == 0:
+            strategy.reduce("SUM", tf.constant(1.0), axis=None)
+        strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", tf.constant([1.0, 2.0])))
+
+    result = SimCluster(workers=3, seed=0).run(chief_only_reduce)
+    with pytest.raises(errors.OpError) as raised:
+        result.values()
+    notes = "\n".join(getattr(raised.value, "__notes__", ()))
+    assert "ML-TRC-001" in notes and "Fix:" in notes
+    assert "ML-TRC-001" in result.report()
+    assert SimCluster(workers=2, seed=0).run(lambda: None).findings == []
