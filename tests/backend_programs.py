@@ -100,6 +100,22 @@ def slow_all_reduce() -> dict:
     return {}
 
 
+def saving_loop(directory: str) -> dict:
+    """Trains and saves a checkpoint after every step (chief to ``directory``, the others to their temporary
+    paths) until killed; prints READY once saves are running, so a kill lands in or between saves."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        w = tf.Variable(np.zeros(64, np.float32))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(w=w), tf.train.write_dirpath(directory, strategy),
+                                         max_to_keep=1)
+    for i in range(100000):
+        strategy.run(lambda: w.assign_add(tf.distribute.get_replica_context().all_reduce("SUM", tf.ones(64))))
+        manager.save()
+        if i == 3:
+            print("READY pid", os.getpid(), flush=True)
+    return {}
+
+
 def fail_on_worker_1() -> dict:
     """Worker 1 raises a plain Python error after one collective; the others wait in the next one."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mirrorlab import __version__
@@ -149,6 +150,33 @@ def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
         assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
                "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
     assert "all_reduce(SUM) float32[1000]" in out
+
+
+def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keeps_the_chiefs_checkpoint(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "2", PROGRAMS,
+                             "saving_loop", str(tmp_path / "ckpt")], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, end = [], time.monotonic() + LIMIT
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("[worker 1] READY pid "):
+                time.sleep(random.uniform(0.0, 0.2))  # somewhere in the following saves
+                os.kill(int(line.split()[-1]), signal.SIGKILL)
+                break
+            assert time.monotonic() < end, "workers never got ready"
+    finally:
+        out = "".join(lines) + _finish(proc)
+    assert proc.returncode == 128 + signal.SIGKILL, out
+    assert "[worker 0] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
+           "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
+    import mirrorlab.tf as tf  # the chief's directory still holds a complete, readable latest checkpoint
+
+    latest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
+    assert latest is not None, out
+    restored = tf.Variable(np.zeros(64, np.float32))
+    tf.train.Checkpoint(w=restored).read(latest).assert_existing_objects_matched()
+    assert float(restored.numpy()[0]) >= 4 * 2  # at least the 4 steps before READY, 2 replicas each
 
 
 def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path):
