@@ -19,10 +19,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS"]
+__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS", "FAULT_NOTE"]
 
 TRACE_VERSION = 1
 VALUE_FIELDS = ("step", "nonfinite", "digest")
+FAULT_NOTE = "fault"
+"""The note a simulator writes when an injected fault acts (details: ``effect`` and what it did)."""
 
 
 @dataclass(frozen=True)
