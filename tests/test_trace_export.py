@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
 from pathlib import Path
@@ -237,3 +238,15 @@ def test_export_of_loaded_trace_lists_skipped_records(tmp_path):
     timeline = export_trace_files([tmp_path / "t.jsonl"])
     assert len(timeline.skipped) == 1 and "not a finite number" in timeline.skipped[0]
     assert timeline.spans == len(lines) - 2 - sum('"note"' in ln for ln in lines)
+
+
+def test_docs_picture_script_draws_a_scenario(tmp_path):
+    """``docs/make_timeline_png.py`` (matplotlib is optional: skipped without it) draws a catalog scenario."""
+    pytest.importorskip("matplotlib")
+    script = Path(__file__).resolve().parents[1] / "docs" / "make_timeline_png.py"
+    spec = importlib.util.spec_from_file_location("make_timeline_png", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "t.png"
+    assert module.main(["crash-mid-allreduce", "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size < 200_000
