@@ -23,6 +23,7 @@ __all__ = ["Timeline", "export_loaded", "export_trace_files"]
 
 _MICROS = 1e6
 _NOTES_TID = 0
+_NOT_FINITE = "its time is not a finite number"
 _MAX_DEPTH = 32  # deeper JSON in a record's details is summarised, so writing the document can never recurse out
 
 
@@ -56,10 +57,11 @@ def export_trace_files(paths: Iterable[str | Path]) -> Timeline:
 def export_loaded(loaded: LoadedTrace) -> Timeline:
     """Convert a loaded trace; records with non-finite times are left off and listed in ``Timeline.skipped``."""
     clock = loaded.meta.get("clock")
-    skipped: list[str] = []
-    events = [e for e in loaded.events if _times_ok((e.start, e.end), skipped, f"{describe(e)} seq {e.seq} "
-                                                     f"(worker {e.worker}, replica {e.replica})")]
-    notes = [n for n in loaded.notes if _times_ok((n.time,), skipped, f"note {n.note!r} of worker {n.worker}")]
+    events = [e for e in loaded.events if _timed(e)]
+    notes = [n for n in loaded.notes if _finite(n.time)]
+    skipped = [f"{describe(e)} seq {e.seq} (worker {e.worker}, replica {e.replica}): {_NOT_FINITE}"
+               for e in loaded.events if not _timed(e)]
+    skipped += [f"note {n.note!r} of worker {n.worker}: {_NOT_FINITE}" for n in loaded.notes if not _finite(n.time)]
     times = [t for e in events for t in (e.start, e.end)] + [n.time for n in notes]
     origin = 0.0 if clock == "virtual" or not times else min(times)
     replicas = sorted({(e.worker, e.replica) for e in events})
@@ -74,11 +76,8 @@ def export_loaded(loaded: LoadedTrace) -> Timeline:
     return Timeline(document, list(loaded.findings), skipped)
 
 
-def _times_ok(times: tuple[float, ...], skipped: list[str], what: str) -> bool:
-    if all(_finite(t) for t in times):
-        return True
-    skipped.append(f"{what}: its time is not a finite number")
-    return False
+def _timed(e: CollectiveEvent) -> bool:
+    return _finite(e.start) and _finite(e.end)
 
 
 def _finite(value: float) -> bool:
