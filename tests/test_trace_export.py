@@ -117,6 +117,21 @@ def test_slow_and_preempt_faults_become_instants_and_no_fault_keeps_the_trace():
     assert never_fires.trace.to_jsonl() == _run().trace.to_jsonl()  # a fault that never acts leaves no trace
 
 
+def test_crash_inside_a_checkpoint_save_is_noted(tmp_path):
+    def save_twice():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            v = tf.Variable(np.zeros(2, np.float32))
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=v), str(tmp_path), max_to_keep=2)
+        manager.save()
+        manager.save()
+
+    result = SimCluster(workers=2, faults=(Crash(0, during_save=2),)).run(save_twice)
+    assert [(n.worker, n.details["effect"], n.details["fault"]) for n in result.trace.notes] == \
+        [(0, "crash", "Crash(worker=0, during_save=2)")]
+    assert "in the middle of save #2" in result.trace.notes[0].details["message"]
+
+
 def test_export_is_deterministic(tmp_path):
     first = _run(Crash(0, at_collective=3), seed=11).trace.to_jsonl()
     assert _run(Crash(0, at_collective=3), seed=11).trace.to_jsonl() == first
