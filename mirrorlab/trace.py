@@ -25,10 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS"]
+__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS", "FAULT_NOTE"]
 
 TRACE_VERSION = 1
 VALUE_FIELDS = ("step", "nonfinite", "digest")
+FAULT_NOTE = "fault"
+"""The note a simulator writes when an injected fault acts (details: ``effect`` and what it did)."""
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,7 @@ class SimRun:
         self.epoch = time.time()  # the simulated workers' wall clock reads epoch + virtual time
         fault_rng = random.Random(f"faults:{config.seed}")
         self.network = SimNetwork(self.scheduler, seeded_route(config.faults, config.latency, config.bandwidth,
-                                                               fault_rng))
+                                                               fault_rng), on_loss=self._message_lost)
         self.tasks = [("chief", 0)] if config.chief else []
         self.tasks += [("worker", i) for i in range(config.workers - len(self.tasks))]
         jobs: dict[str, list[str]] = {}
@@ -298,6 +298,12 @@ class SimRun:
         losses = self.network.loss_report(self.config.faults)
         if losses and isinstance(exc, errors.OpError):
             _blame_network(exc, losses)
+
+    def _message_lost(self, src: int, dst: int, nbytes: int) -> None:
+        """A fault dropped a message: a fault note on the sender, naming the faults that lose src -> dst."""
+        culprits = [repr(f) for f in self.config.faults if f.loses(src, dst)]
+        self.envs[src].note_fault("message lost", dst=dst, bytes=nbytes, fault=", ".join(culprits),
+                                  lost_so_far=self.network.lost[(src, dst)])
 
     def _hung(self, thread: SimThread, seconds: float) -> None:
         """The watchdog gave up on ``thread``: its worker ends with a HangError naming where it blocked."""

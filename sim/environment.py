@@ -3,7 +3,8 @@ simulated network, the virtual clock, and fault points before every step and col
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 
@@ -12,8 +13,9 @@ from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.runtime import Environment, WorkerRuntime
 from mirrorlab.runtime.seeds import op_seed
+from mirrorlab.trace import FAULT_NOTE, TraceNote
 
-from .faults import SAVE_WINDOWS
+from .faults import SAVE_WINDOWS, Fault
 from .network import SimTransport
 from .worker_setup import WorkerSetup, check_rendezvous
 
@@ -118,15 +120,33 @@ class SimWorkerEnv(Environment):
         """Apply this worker's faults at a step or collective boundary."""
         self._check_alive()
         for fault in self.run.config.faults:
-            fault.at_boundary(self, step, collective)
+            with self._noting_crash(fault):
+                fault.at_boundary(self, step, collective)
 
     def notice_termination(self) -> None:
         """A termination notice reaches this worker (a simulated SIGTERM: ``Preempt``)."""
         self._terminating = True
+        self.note_fault("preemption notice")
 
     def stall(self, seconds: float) -> None:
         """This worker loses ``seconds`` of virtual time (a straggler: ``Slow``)."""
+        if seconds > 0:
+            self.note_fault("stall", seconds=seconds)
         self.run.scheduler.sleep(seconds)
+
+    def note_fault(self, effect: str, **details: object) -> None:
+        """Record in the trace that a fault acted on this worker now (only then: a run without faults firing keeps
+        its trace byte for byte), so timelines show it (``mirrorlab trace export``)."""
+        self.run.trace.add_note(TraceNote(FAULT_NOTE, self.worker, self.run.scheduler.now, "simulator",
+                                          {"effect": effect, **details}))
+
+    @contextmanager
+    def _noting_crash(self, fault: Fault) -> Iterator[None]:
+        try:
+            yield
+        except errors.SimulatedCrash as exc:
+            self.note_fault("crash", fault=repr(fault), message=str(exc))
+            raise
 
     def termination_noticed(self) -> bool:
         return self._terminating
@@ -138,7 +158,8 @@ class SimWorkerEnv(Environment):
         if what == SAVE_WINDOWS["data"]:
             self._saves += 1
         for fault in self.run.config.faults:
-            fault.in_save(self, self._saves, what)
+            with self._noting_crash(fault):
+                fault.in_save(self, self._saves, what)
 
     def next_op_seed(self) -> int:
         """A seed for an op created without one (a shuffle, an initializer): distinct per worker and op, and

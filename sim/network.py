@@ -24,11 +24,14 @@ Route = Callable[[int, int, int], "float | None"]
 
 
 class SimNetwork:
-    """Mailboxes keyed by (group, src, dst). ``route(src, dst, nbytes)`` gives a delay or None (drop)."""
+    """Mailboxes keyed by (group, src, dst). ``route(src, dst, nbytes)`` gives a delay or None (drop);
+    ``on_loss(src, dst, nbytes)`` hears of each dropped message (the run records it in its trace)."""
 
-    def __init__(self, scheduler: Scheduler, route: Route) -> None:
+    def __init__(self, scheduler: Scheduler, route: Route, on_loss: Callable[[int, int, int], None] | None = None
+                 ) -> None:
         self.scheduler = scheduler
         self.route = route
+        self.on_loss = on_loss
         self._boxes: dict[tuple[int, int, int], deque] = {}
         self._endpoints: dict[tuple[int, int], "SimTransport"] = {}
         self._last_arrival: dict[tuple[int, int, int], float] = {}
@@ -66,6 +69,8 @@ class SimNetwork:
         if delay is None:
             self.dropped += 1
             self.lost[pair] = self.lost.get(pair, 0) + 1
+            if self.on_loss is not None:
+                self.on_loss(key[1], key[2], nbytes)
             return None
         # Per-pair FIFO, as over one TCP connection: a message never overtakes an earlier one.
         when = max(self.scheduler.now + delay, self._last_arrival.get(key, 0.0))
