@@ -1,5 +1,5 @@
-"""Faults to inject into a simulated cluster: crashes, preemption notices, stragglers, and message delays, drops
-and cuts.
+"""Faults to inject into a simulated cluster: crashes, preemption notices, stragglers, and message delays, drops,
+cuts, clogged links and isolated workers.
 
 Each fault is a small frozen dataclass whose repr is valid Python, so a failing run's replay line
 reproduces it exactly. Message faults act through the network's single routing hook.
@@ -35,8 +35,10 @@ class Fault:
     def in_save(self, env: "SimWorkerEnv", save: int, point: str) -> None:
         """Act on ``env``'s worker at ``point`` of its ``save``-th checkpoint save."""
 
-    def route(self, src: int, dst: int, delay: float, counts: dict["Fault", int], rng: random.Random) -> float | None:
-        """A message's delivery delay from ``src`` to ``dst`` after this fault: ``delay``, more, or None (lost)."""
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict["Fault", int],
+              rng: random.Random) -> float | None:
+        """The delivery delay of a message sent from ``src`` to ``dst`` at virtual time ``now`` after this fault:
+        ``delay``, more, or None (lost)."""
         return delay
 
     def loses(self, src: int, dst: int) -> bool:
@@ -143,7 +145,8 @@ class Delay(Fault):
         check_distinct(repr(self), "src", "dst", self.src, self.dst)
         check_seconds(repr(self), "seconds", self.seconds, False, "give the extra virtual seconds, e.g. 0.5.")
 
-    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
         return delay + self.seconds if (self.src, self.dst) == (src, dst) else delay
 
 
@@ -162,7 +165,8 @@ class Drop(Fault):
         check_probability(repr(self), "probability", self.probability)
         check_count(repr(self), "after", self.after, 0, "after= is how many messages pass before drops start.")
 
-    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
         if not self.loses(src, dst):
             return delay
         counts[self] = counts.get(self, 0) + 1
@@ -183,19 +187,20 @@ class Cut(Fault):
         self._check_workers("a", "b")
         check_distinct(repr(self), "a", "b", self.a, self.b)
 
-    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
         return None if self.loses(src, dst) else delay
 
     def loses(self, src: int, dst: int) -> bool:
         return {src, dst} == {self.a, self.b}
 
 
-def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, counts: dict[Fault, int],
+def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, now: float, counts: dict[Fault, int],
                 rng: random.Random) -> float | None:
-    """Delivery delay of one message from ``src`` to ``dst``, or None when a fault drops it."""
+    """Delivery delay of one message sent from ``src`` to ``dst`` at ``now``, or None when a fault drops it."""
     delay: float | None = base
     for fault in faults:
-        delay = fault.route(src, dst, delay, counts, rng)
+        delay = fault.route(src, dst, delay, now, counts, rng)
         if delay is None:
             return None
     return delay

@@ -1,5 +1,9 @@
 """The simulated network: per-pair FIFO mailboxes and one routing hook for latency and faults
-(as Trio's fake net does), plus ``SimTransport``, the collective ``Transport`` over it."""
+(as Trio's fake net does), plus ``SimTransport``, the collective ``Transport`` over it.
+
+Each pair's messages are numbered as they are sent and received strictly in that order, as over one TCP
+stream: when a fault loses a message, its receiver waits for it (until a deadline, an abort or the deadlock
+check) instead of taking the next one in its place, so a lost message never turns into wrong data."""
 
 from __future__ import annotations
 
@@ -20,11 +24,12 @@ from .scheduler import Scheduler, SimThread
 
 __all__ = ["SimNetwork", "SimTransport", "seeded_route"]
 
-Route = Callable[[int, int, int], "float | None"]
+Route = Callable[[int, int, int, float], "float | None"]
 
 
 class SimNetwork:
-    """Mailboxes keyed by (group, src, dst). ``route(src, dst, nbytes)`` gives a delay or None (drop)."""
+    """Mailboxes keyed by (group, src, dst) holding (number, message) in sending order.
+    ``route(src, dst, nbytes, now)`` gives a delay or None (drop)."""
 
     def __init__(self, scheduler: Scheduler, route: Route) -> None:
         self.scheduler = scheduler
@@ -32,6 +37,7 @@ class SimNetwork:
         self._boxes: dict[tuple[int, int, int], deque] = {}
         self._endpoints: dict[tuple[int, int], "SimTransport"] = {}
         self._last_arrival: dict[tuple[int, int, int], float] = {}
+        self._numbers: dict[tuple[int, int, int], int] = {}  # messages sent per mailbox, lost ones included
         self.messages = 0
         self.dropped = 0
         self.sent: dict[tuple[int, int], int] = {}  # (src, dst) -> messages and abort notices sent
@@ -62,7 +68,7 @@ class SimNetwork:
     def _arrival(self, key: tuple[int, int, int], nbytes: int) -> float | None:
         pair = key[1:]
         self.sent[pair] = self.sent.get(pair, 0) + 1
-        delay = self.route(key[1], key[2], nbytes)
+        delay = self.route(key[1], key[2], nbytes, self.scheduler.now)
         if delay is None:
             self.dropped += 1
             self.lost[pair] = self.lost.get(pair, 0) + 1
@@ -74,12 +80,14 @@ class SimNetwork:
 
     def send(self, group: int, src: int, dst: int, message: Message) -> None:
         key = (group, src, dst)
+        number = self._numbers.get(key, 0)
+        self._numbers[key] = number + 1
         nbytes = int(getattr(message.payload, "nbytes", 0))
         when = self._arrival(key, nbytes)
         self.messages += 1
         if when is None:
             return
-        self._at(when, lambda: self._deliver(key, message))
+        self._at(when, lambda: self._deliver(key, number, message))
 
     def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:
         when = self._arrival((group, src, dst), 0)
@@ -92,8 +100,8 @@ class SimNetwork:
         else:
             self.scheduler.call_at(when, action)
 
-    def _deliver(self, key: tuple[int, int, int], message: Message) -> None:
-        self.box(*key).append(message)
+    def _deliver(self, key: tuple[int, int, int], number: int, message: Message) -> None:
+        self.box(*key).append((number, message))
         endpoint = self._endpoints.get((key[0], key[2]))
         if endpoint is not None:
             endpoint._notify(key[1])
@@ -114,6 +122,7 @@ class SimTransport(Transport):
         self.size = size
         self._abort: errors.OpError | None = None
         self._waiting: tuple[SimThread, int] | None = None
+        self._expected: dict[int, int] = {}  # src -> number of the next message to take from it
         network.attach(self)
 
     def now(self) -> float:
@@ -137,16 +146,21 @@ class SimTransport(Transport):
     def recv(self, src: int, deadline: float | None) -> Message:
         box = self.network.box(self.group, src, self.rank)
         scheduler = self.network.scheduler
+        expected = self._expected.get(src, 0)
         while True:
-            if box:  # a message that arrived before an abort notice still counts (as on a real socket)
-                return box.popleft()
+            # A message that arrived before an abort notice still counts (as on a real socket); one that
+            # arrived after a lost one does not stand in for it.
+            if box and box[0][0] == expected:
+                self._expected[src] = expected + 1
+                return box.popleft()[1]
             if self._abort is not None:
                 raise errors.clone(self._abort)
+            gap = f" (message #{expected} was lost; later ones arrived)" if box else ""
             if deadline is not None and scheduler.now >= deadline:
-                raise errors.DeadlineExceededError(f"no message from worker {src} by t={deadline:g}")
+                raise errors.DeadlineExceededError(f"no message from worker {src} by t={deadline:g}{gap}")
             self._waiting = (scheduler.current, src)
             try:
-                scheduler.block(f"waiting for a message from worker {src}", deadline)
+                scheduler.block(f"waiting for a message from worker {src}{gap}", deadline)
             finally:
                 self._waiting = None
 
@@ -175,8 +189,8 @@ def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: ra
     """The routing hook: base latency + size/bandwidth, then the message faults in order."""
     counts: dict[Any, int] = {}
 
-    def route(src: int, dst: int, nbytes: int) -> float | None:
+    def route(src: int, dst: int, nbytes: int, now: float) -> float | None:
         base = latency + (nbytes / bandwidth if bandwidth else 0.0)
-        return route_delay(faults, src, dst, base, counts, rng)
+        return route_delay(faults, src, dst, base, now, counts, rng)
 
     return route
