@@ -78,7 +78,7 @@ class SimConfig:
         for fault in self.faults:
             if not isinstance(fault, Fault):
                 raise ValueError(f"SimCluster: faults=[..., {fault!r}, ...] holds something that is not a fault. "
-                                 "Fix: use Crash, Preempt, Slow, Delay, Drop or Cut from mirrorlab.sim.")
+                                 "Fix: use Crash, Preempt, Slow, Delay, Drop, Cut, Clog or Isolate from mirrorlab.sim.")
             for attr in ("worker", "src", "dst", "a", "b"):
                 index = getattr(fault, attr, None)
                 if index is not None and not 0 <= index < self.workers:

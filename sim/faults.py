@@ -19,7 +19,7 @@ from .validation import check_count, check_distinct, check_probability, check_se
 if TYPE_CHECKING:
     from .environment import SimWorkerEnv
 
-__all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "route_delay"]
+__all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "Clog", "Isolate", "route_delay"]
 
 
 class Fault:
@@ -193,6 +193,56 @@ class Cut(Fault):
 
     def loses(self, src: int, dst: int) -> bool:
         return {src, dst} == {self.a, self.b}
+
+
+@dataclass(frozen=True, repr=False)
+class Clog(Fault):
+    """Clog the link between workers ``a`` and ``b`` for ``seconds`` of virtual time from ``start``: messages sent
+    either way in that window are held, not lost, and delivered in order once it ends (a congested or flapping
+    link that TCP rides out)."""
+
+    a: int
+    b: int
+    start: float
+    seconds: float
+
+    def __post_init__(self) -> None:
+        self._check_workers("a", "b")
+        check_distinct(repr(self), "a", "b", self.a, self.b)
+        check_seconds(repr(self), "start", self.start, False, "give the virtual time the clog begins, e.g. 2.0.")
+        check_seconds(repr(self), "seconds", self.seconds, True, "give how long the link stays clogged, e.g. 5.0.")
+
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
+        end = self.start + self.seconds
+        if {src, dst} == {self.a, self.b} and self.start <= now < end:
+            return end - now + delay
+        return delay
+
+
+@dataclass(frozen=True, repr=False)
+class Isolate(Fault):
+    """Cut every link of ``worker`` from virtual time ``start`` on, for ``seconds`` or (None) for good: messages
+    it sends or should receive in that window are lost, as behind a failed switch port."""
+
+    worker: int
+    start: float = 0.0
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        self._check_workers("worker")
+        check_seconds(repr(self), "start", self.start, False, "give the virtual time the isolation begins, e.g. 3.0.")
+        check_seconds(repr(self), "seconds", self.seconds, True,
+                      "give how long the worker stays cut off, e.g. 5.0, or None for the rest of the run.",
+                      optional=True)
+
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
+        ended = self.seconds is not None and now >= self.start + self.seconds
+        return None if self.loses(src, dst) and self.start <= now and not ended else delay
+
+    def loses(self, src: int, dst: int) -> bool:
+        return self.worker in (src, dst)
 
 
 def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, now: float, counts: dict[Fault, int],

@@ -7,8 +7,8 @@ check) instead of taking the next one in its place, so a lost message never turn
 
 from __future__ import annotations
 
+import bisect
 import random
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +34,7 @@ class SimNetwork:
     def __init__(self, scheduler: Scheduler, route: Route) -> None:
         self.scheduler = scheduler
         self.route = route
-        self._boxes: dict[tuple[int, int, int], deque] = {}
+        self._boxes: dict[tuple[int, int, int], list[tuple[int, Message]]] = {}
         self._endpoints: dict[tuple[int, int], "SimTransport"] = {}
         self._last_arrival: dict[tuple[int, int, int], float] = {}
         self._numbers: dict[tuple[int, int, int], int] = {}  # messages sent per mailbox, lost ones included
@@ -43,8 +43,8 @@ class SimNetwork:
         self.sent: dict[tuple[int, int], int] = {}  # (src, dst) -> messages and abort notices sent
         self.lost: dict[tuple[int, int], int] = {}  # (src, dst) -> of those, dropped by a fault
 
-    def box(self, group: int, src: int, dst: int) -> deque:
-        return self._boxes.setdefault((group, src, dst), deque())
+    def box(self, group: int, src: int, dst: int) -> list[tuple[int, Message]]:
+        return self._boxes.setdefault((group, src, dst), [])
 
     def attach(self, endpoint: "SimTransport") -> None:
         self._endpoints[(endpoint.group, endpoint.rank)] = endpoint
@@ -101,7 +101,8 @@ class SimNetwork:
             self.scheduler.call_at(when, action)
 
     def _deliver(self, key: tuple[int, int, int], number: int, message: Message) -> None:
-        self.box(*key).append((number, message))
+        # Kept sorted by number: two deliveries due at the same virtual time may run in either order.
+        bisect.insort(self.box(*key), (number, message), key=lambda entry: entry[0])
         endpoint = self._endpoints.get((key[0], key[2]))
         if endpoint is not None:
             endpoint._notify(key[1])
@@ -152,7 +153,7 @@ class SimTransport(Transport):
             # arrived after a lost one does not stand in for it.
             if box and box[0][0] == expected:
                 self._expected[src] = expected + 1
-                return box.popleft()[1]
+                return box.pop(0)[1]
             if self._abort is not None:
                 raise errors.clone(self._abort)
             gap = f" (message #{expected} was lost; later ones arrived)" if box else ""
