@@ -16,7 +16,8 @@ simulation forever; after ``SimCluster(watchdog=5.0)`` wall-clock seconds withou
 
 from .cluster import RunResult, SimCluster, SimConfig
 from .faults import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, Slow
+from .randomized_faults import Maybe
 from .worker_setup import WorkerSetup
 
-__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "Clog", "Isolate",
-           "WorkerSetup"]
+__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "Clog",
+           "Isolate", "Maybe", "WorkerSetup"]

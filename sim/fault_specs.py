@@ -1,5 +1,5 @@
 """Faults written as short command-line specs (``crash:1@step=3``, ``cut:0-1``, ``drop:0-1:0.5``,
-``clog:0-1@2.0+5.0``, ``isolate:1@3.0``), parsed into the
+``clog:0-1@2.0+5.0``, ``isolate:1@3.0``, ``maybe:0.5/0.25:crash:1@step=3``), parsed into the
 simulator's fault objects, with one-line errors that show the accepted forms."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 
 from .faults import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, Slow
+from .randomized_faults import Maybe
 
 __all__ = ["FAULT_FORMS", "parse_fault"]
 
@@ -28,6 +29,9 @@ _KINDS: dict[str, tuple[str, str, Callable[..., Fault]]] = {
              lambda a, b, t, s: Clog(int(a), int(b), float(t), float(s))),
     "isolate": ("isolate:WORKER@START[+SECONDS]", r"(\d+)@" + _NUMBER + r"(?:\+" + _NUMBER + ")?",
                 lambda w, t, s: Isolate(int(w), float(t), None if s is None else float(s))),
+    "maybe": ("maybe:ENABLED[/FIRE]:SPEC (probabilities; SPEC one of the other forms)",
+              _NUMBER + r"(?:/" + _NUMBER + r")?:(.+)",
+              lambda e, f, spec: Maybe(parse_fault(spec), float(e), 1.0 if f is None else float(f))),
 }
 FAULT_FORMS = ", ".join(form for form, _, _ in _KINDS.values())
 
