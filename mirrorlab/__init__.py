@@ -16,8 +16,7 @@ TensorFlow-compatible API is ``import mirrorlab.tf as tf``::
 
 from ._version import __version__
 from . import errors
-from .sim import (Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, RunResult, SimCluster, SimConfig,
-                  Slow)
+from .sim import Crash, Cut, Delay, Drop, Fault, Preempt, RunResult, SimCluster, SimConfig, Slow
 
 __all__ = ["__version__", "errors", "SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow",
-           "Delay", "Drop", "Cut", "Clog", "Isolate"]
+           "Delay", "Drop", "Cut"]
