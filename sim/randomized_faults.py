@@ -103,6 +103,11 @@ class Activation:
             lines.append(f"  {armed.site!r}: enabled, {fired}")
         return "randomized faults (decided by the seed):\n" + "\n".join(lines) if lines else ""
 
+    def fired_comment(self) -> str:
+        """A Python comment for the replay line naming the sites that fired ("" when none did)."""
+        fired = [f"{armed.site!r} x{len(armed.fired)}" for armed in self.armed if armed.fired]
+        return f"  # fired: {', '.join(fired)}" if fired else ""
+
 
 def activate(faults: tuple[Fault, ...], seed: int) -> Activation:
     """Decide each ``Maybe`` of ``faults`` for the run with ``seed``. A site's random stream depends only on the

@@ -55,6 +55,9 @@ def test_a_site_is_enabled_in_some_seeds_and_not_in_others_and_the_report_says_w
     assert enabled and disabled and len(enabled) + len(disabled) == 20
     assert all(isinstance(r[1], errors.SimulatedCrash) for r in enabled)
     assert all(r.ok for r in disabled)
+    assert enabled[0].replay.endswith(").run(test_sim_randomized_faults._steps)  # fired: "
+                                      "Maybe(fault=Crash(worker=1, at_step=2)) x1")
+    assert "# fired" not in disabled[0].replay
     failure = "\n".join(enabled[0][0].__notes__)  # the survivor's error names the randomized fault that fired
     assert "randomized faults (decided by the seed)" in failure and "Maybe(fault=Crash(worker=1, at_step=2))" in failure
 
