@@ -15,7 +15,9 @@ simulation forever; after ``SimCluster(watchdog=5.0)`` wall-clock seconds withou
 """
 
 from .cluster import RunResult, SimCluster, SimConfig
-from .faults import Crash, Cut, Delay, Drop, Fault, Preempt, Slow
+from .faults import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, Slow
+from .randomized_faults import Maybe
 from .worker_setup import WorkerSetup
 
-__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "WorkerSetup"]
+__all__ = ["SimCluster", "SimConfig", "RunResult", "Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "Clog",
+           "Isolate", "Maybe", "WorkerSetup"]

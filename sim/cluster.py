@@ -29,6 +29,7 @@ from .environment import SimWorkerEnv
 from .faults import Fault
 from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
+from .randomized_faults import Maybe, activate
 from .root_cause import failure_order, headline, passed_on_from
 from .scheduler import Scheduler, SimThread
 from .tracebacks import raise_site, trim_traceback
@@ -87,9 +88,10 @@ class SimConfig:
         for fault in self.faults:
             if not isinstance(fault, Fault):
                 raise ValueError(f"SimCluster: faults=[..., {fault!r}, ...] holds something that is not a fault. "
-                                 "Fix: use Crash, Preempt, Slow, Delay, Drop or Cut from mirrorlab.sim.")
+                                 "Fix: use Crash, Preempt, Slow, Delay, Drop, Cut, Clog, Isolate or Maybe from mirrorlab.sim.")
+            target = fault.fault if isinstance(fault, Maybe) else fault
             for attr in ("worker", "src", "dst", "a", "b"):
-                index = getattr(fault, attr, None)
+                index = getattr(target, attr, None)
                 if index is not None and not 0 <= index < self.workers:
                     raise ValueError(f"{fault!r}: {attr}={index} is not a worker of this {self.workers}-worker "
                                      f"cluster (valid: 0..{self.workers - 1}). Fix: number workers from 0, or "
@@ -140,8 +142,9 @@ class RunResult(list):
         self.virtual_time = run.scheduler.now
         self.deadlocks = run.scheduler.deadlocks
         self.messages = run.network.messages
-        self.replay = run.replay_line
-        self.network_losses = run.network.loss_report(run.config.faults)
+        self.replay = run.replay_line + run.activation.fired_comment()
+        self.network_losses = run.network.loss_report(run.activation.faults)
+        self.randomized_faults = run.activation.summary()
 
     @property
     def errors(self) -> dict[int, BaseException]:
@@ -198,6 +201,8 @@ class RunResult(list):
         lines += [f"  worker {w}: {self._state(w)}" for w in range(len(self.outcomes))]
         if self.network_losses:
             lines.append(self.network_losses)
+        if self.randomized_faults:
+            lines.append(self.randomized_faults)
         if self.findings:
             lines.append(self.findings_text())
         lines.append(f"replay: {self.replay}")
@@ -231,8 +236,9 @@ class SimRun:
                                    watchdog=config.watchdog, on_hang=self._hung)
         self.epoch = time.time()  # the simulated workers' wall clock reads epoch + virtual time
         fault_rng = random.Random(f"faults:{config.seed}")
-        self.network = SimNetwork(self.scheduler, seeded_route(config.faults, config.latency, config.bandwidth,
-                                                               fault_rng), on_loss=self._message_lost)
+        self.activation = activate(config.faults, config.seed)
+        self.network = SimNetwork(self.scheduler, seeded_route(self.activation.faults, config.latency,
+                                                               config.bandwidth, fault_rng), on_loss=self._message_lost)
         self.tasks = [("chief", 0)] if config.chief else []
         self.tasks += [("worker", i) for i in range(config.workers - len(self.tasks))]
         jobs: dict[str, list[str]] = {}
@@ -295,9 +301,11 @@ class SimRun:
         _add_note(exc, f"[mirrorlab.sim] worker {w} failed{' at ' + site if site else ''} at virtual time "
                        f"{self.scheduler.now:.3f} s (seed={self.config.seed}). Replay: {self.replay_line}")
         _add_note(exc, self._cluster_state(w))
-        losses = self.network.loss_report(self.config.faults)
+        losses = self.network.loss_report(self.activation.faults)
         if losses and isinstance(exc, errors.OpError):
             _blame_network(exc, losses)
+        if self.activation.summary():
+            _add_note(exc, f"[mirrorlab.sim] {self.activation.summary()}")
 
     def _message_lost(self, src: int, dst: int, nbytes: int) -> None:
         """A fault dropped a message: a fault note on the sender, naming the faults that lose src -> dst."""
@@ -364,7 +372,7 @@ class SimRun:
                  "and nothing can wake them (TF would hang here forever)."]
         for w, (task_type, index) in enumerate(self.tasks):
             lines.append(f"  worker {w} (/job:{task_type}/replica:0/task:{index}): {self._worker_state(w)}")
-        lines.append(self.network.loss_report(self.config.faults) or FIX_DESYNC)
+        lines.append(self.network.loss_report(self.activation.faults) or FIX_DESYNC)
         lines.append(f"seed={self.config.seed}; replay: {self.replay_line}")
         return errors.DeadlockError("\n".join(lines))
 

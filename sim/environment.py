@@ -119,7 +119,7 @@ class SimWorkerEnv(Environment):
     def fault_point(self, step: int | None = None, collective: int | None = None) -> None:
         """Apply this worker's faults at a step or collective boundary."""
         self._check_alive()
-        for fault in self.run.config.faults:
+        for fault in self.run.activation.faults:
             with self._noting_crash(fault):
                 fault.at_boundary(self, step, collective)
 
@@ -157,7 +157,7 @@ class SimWorkerEnv(Environment):
         self._check_alive()
         if what == SAVE_WINDOWS["data"]:
             self._saves += 1
-        for fault in self.run.config.faults:
+        for fault in self.run.activation.faults:
             with self._noting_crash(fault):
                 fault.in_save(self, self._saves, what)
 

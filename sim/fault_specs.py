@@ -1,4 +1,5 @@
-"""Faults written as short command-line specs (``crash:1@step=3``, ``cut:0-1``, ``drop:0-1:0.5``), parsed into the
+"""Faults written as short command-line specs (``crash:1@step=3``, ``cut:0-1``, ``drop:0-1:0.5``,
+``clog:0-1@2.0+5.0``, ``isolate:1@3.0``, ``maybe:0.5/0.25:crash:1@step=3``), parsed into the
 simulator's fault objects, with one-line errors that show the accepted forms."""
 
 from __future__ import annotations
@@ -6,7 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .faults import Crash, Cut, Delay, Drop, Fault, Preempt, Slow
+from .faults import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, Slow
+from .randomized_faults import Maybe
 
 __all__ = ["FAULT_FORMS", "parse_fault"]
 
@@ -23,6 +25,13 @@ _KINDS: dict[str, tuple[str, str, Callable[..., Fault]]] = {
     "drop": ("drop:SRC-DST[:PROBABILITY]", r"(\d+)-(\d+)(?::" + _NUMBER + ")?",
              lambda s, d, p: Drop(int(s), int(d), 1.0 if p is None else float(p))),
     "delay": ("delay:SRC-DST:SECONDS", r"(\d+)-(\d+):" + _NUMBER, lambda s, d, t: Delay(int(s), int(d), float(t))),
+    "clog": ("clog:A-B@START+SECONDS", r"(\d+)-(\d+)@" + _NUMBER + r"\+" + _NUMBER,
+             lambda a, b, t, s: Clog(int(a), int(b), float(t), float(s))),
+    "isolate": ("isolate:WORKER@START[+SECONDS]", r"(\d+)@" + _NUMBER + r"(?:\+" + _NUMBER + ")?",
+                lambda w, t, s: Isolate(int(w), float(t), None if s is None else float(s))),
+    "maybe": ("maybe:ENABLED[/FIRE]:SPEC (probabilities; SPEC one of the other forms)",
+              _NUMBER + r"(?:/" + _NUMBER + r")?:(.+)",
+              lambda e, f, spec: Maybe(parse_fault(spec), float(e), 1.0 if f is None else float(f))),
 }
 FAULT_FORMS = ", ".join(form for form, _, _ in _KINDS.values())
 

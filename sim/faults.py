@@ -1,5 +1,5 @@
-"""Faults to inject into a simulated cluster: crashes, preemption notices, stragglers, and message delays, drops
-and cuts.
+"""Faults to inject into a simulated cluster: crashes, preemption notices, stragglers, and message delays, drops,
+cuts, clogged links and isolated workers.
 
 Each fault is a small frozen dataclass whose repr is valid Python, so a failing run's replay line
 reproduces it exactly. Message faults act through the network's single routing hook.
@@ -19,7 +19,7 @@ from .validation import check_count, check_distinct, check_probability, check_se
 if TYPE_CHECKING:
     from .environment import SimWorkerEnv
 
-__all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "route_delay"]
+__all__ = ["Fault", "Crash", "Preempt", "Slow", "Delay", "Drop", "Cut", "Clog", "Isolate", "route_delay"]
 
 
 class Fault:
@@ -35,8 +35,10 @@ class Fault:
     def in_save(self, env: "SimWorkerEnv", save: int, point: str) -> None:
         """Act on ``env``'s worker at ``point`` of its ``save``-th checkpoint save."""
 
-    def route(self, src: int, dst: int, delay: float, counts: dict["Fault", int], rng: random.Random) -> float | None:
-        """A message's delivery delay from ``src`` to ``dst`` after this fault: ``delay``, more, or None (lost)."""
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict["Fault", int],
+              rng: random.Random) -> float | None:
+        """The delivery delay of a message sent from ``src`` to ``dst`` at virtual time ``now`` after this fault:
+        ``delay``, more, or None (lost)."""
         return delay
 
     def loses(self, src: int, dst: int) -> bool:
@@ -143,7 +145,8 @@ class Delay(Fault):
         check_distinct(repr(self), "src", "dst", self.src, self.dst)
         check_seconds(repr(self), "seconds", self.seconds, False, "give the extra virtual seconds, e.g. 0.5.")
 
-    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
         return delay + self.seconds if (self.src, self.dst) == (src, dst) else delay
 
 
@@ -162,7 +165,8 @@ class Drop(Fault):
         check_probability(repr(self), "probability", self.probability)
         check_count(repr(self), "after", self.after, 0, "after= is how many messages pass before drops start.")
 
-    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
         if not self.loses(src, dst):
             return delay
         counts[self] = counts.get(self, 0) + 1
@@ -183,19 +187,70 @@ class Cut(Fault):
         self._check_workers("a", "b")
         check_distinct(repr(self), "a", "b", self.a, self.b)
 
-    def route(self, src: int, dst: int, delay: float, counts: dict[Fault, int], rng: random.Random) -> float | None:
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
         return None if self.loses(src, dst) else delay
 
     def loses(self, src: int, dst: int) -> bool:
         return {src, dst} == {self.a, self.b}
 
 
-def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, counts: dict[Fault, int],
+@dataclass(frozen=True, repr=False)
+class Clog(Fault):
+    """Clog the link between workers ``a`` and ``b`` for ``seconds`` of virtual time from ``start``: messages sent
+    either way in that window are held, not lost, and delivered in order once it ends (a congested or flapping
+    link that TCP rides out)."""
+
+    a: int
+    b: int
+    start: float
+    seconds: float
+
+    def __post_init__(self) -> None:
+        self._check_workers("a", "b")
+        check_distinct(repr(self), "a", "b", self.a, self.b)
+        check_seconds(repr(self), "start", self.start, False, "give the virtual time the clog begins, e.g. 2.0.")
+        check_seconds(repr(self), "seconds", self.seconds, True, "give how long the link stays clogged, e.g. 5.0.")
+
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
+        end = self.start + self.seconds
+        if {src, dst} == {self.a, self.b} and self.start <= now < end:
+            return end - now + delay
+        return delay
+
+
+@dataclass(frozen=True, repr=False)
+class Isolate(Fault):
+    """Cut every link of ``worker`` from virtual time ``start`` on, for ``seconds`` or (None) for good: messages
+    it sends or should receive in that window are lost, as behind a failed switch port."""
+
+    worker: int
+    start: float = 0.0
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        self._check_workers("worker")
+        check_seconds(repr(self), "start", self.start, False, "give the virtual time the isolation begins, e.g. 3.0.")
+        check_seconds(repr(self), "seconds", self.seconds, True,
+                      "give how long the worker stays cut off, e.g. 5.0, or None for the rest of the run.",
+                      optional=True)
+
+    def route(self, src: int, dst: int, delay: float, now: float, counts: dict[Fault, int],
+              rng: random.Random) -> float | None:
+        ended = self.seconds is not None and now >= self.start + self.seconds
+        return None if self.loses(src, dst) and self.start <= now and not ended else delay
+
+    def loses(self, src: int, dst: int) -> bool:
+        return self.worker in (src, dst)
+
+
+def route_delay(faults: tuple[Fault, ...], src: int, dst: int, base: float, now: float, counts: dict[Fault, int],
                 rng: random.Random) -> float | None:
-    """Delivery delay of one message from ``src`` to ``dst``, or None when a fault drops it."""
+    """Delivery delay of one message sent from ``src`` to ``dst`` at ``now``, or None when a fault drops it."""
     delay: float | None = base
     for fault in faults:
-        delay = fault.route(src, dst, delay, counts, rng)
+        delay = fault.route(src, dst, delay, now, counts, rng)
         if delay is None:
             return None
     return delay

@@ -1,10 +1,14 @@
 """The simulated network: per-pair FIFO mailboxes and one routing hook for latency and faults
-(as Trio's fake net does), plus ``SimTransport``, the collective ``Transport`` over it."""
+(as Trio's fake net does), plus ``SimTransport``, the collective ``Transport`` over it.
+
+Each pair's messages are numbered as they are sent and received strictly in that order, as over one TCP
+stream: when a fault loses a message, its receiver waits for it (until a deadline, an abort or the deadlock
+check) instead of taking the next one in its place, so a lost message never turns into wrong data."""
 
 from __future__ import annotations
 
+import bisect
 import random
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -20,28 +24,30 @@ from .scheduler import Scheduler, SimThread
 
 __all__ = ["SimNetwork", "SimTransport", "seeded_route"]
 
-Route = Callable[[int, int, int], "float | None"]
+Route = Callable[[int, int, int, float], "float | None"]
 
 
 class SimNetwork:
-    """Mailboxes keyed by (group, src, dst). ``route(src, dst, nbytes)`` gives a delay or None (drop);
-    ``on_loss(src, dst, nbytes)`` hears of each dropped message (the run records it in its trace)."""
+    """Mailboxes keyed by (group, src, dst) holding (number, message) in sending order.
+    ``route(src, dst, nbytes, now)`` gives a delay or None (drop); ``on_loss(src, dst, nbytes)`` hears of each
+    dropped message (the run records it in its trace)."""
 
     def __init__(self, scheduler: Scheduler, route: Route, on_loss: Callable[[int, int, int], None] | None = None
                  ) -> None:
         self.scheduler = scheduler
         self.route = route
         self.on_loss = on_loss
-        self._boxes: dict[tuple[int, int, int], deque] = {}
+        self._boxes: dict[tuple[int, int, int], list[tuple[int, Message]]] = {}
         self._endpoints: dict[tuple[int, int], "SimTransport"] = {}
         self._last_arrival: dict[tuple[int, int, int], float] = {}
+        self._numbers: dict[tuple[int, int, int], int] = {}  # messages sent per mailbox, lost ones included
         self.messages = 0
         self.dropped = 0
         self.sent: dict[tuple[int, int], int] = {}  # (src, dst) -> messages and abort notices sent
         self.lost: dict[tuple[int, int], int] = {}  # (src, dst) -> of those, dropped by a fault
 
-    def box(self, group: int, src: int, dst: int) -> deque:
-        return self._boxes.setdefault((group, src, dst), deque())
+    def box(self, group: int, src: int, dst: int) -> list[tuple[int, Message]]:
+        return self._boxes.setdefault((group, src, dst), [])
 
     def attach(self, endpoint: "SimTransport") -> None:
         self._endpoints[(endpoint.group, endpoint.rank)] = endpoint
@@ -65,7 +71,7 @@ class SimNetwork:
     def _arrival(self, key: tuple[int, int, int], nbytes: int) -> float | None:
         pair = key[1:]
         self.sent[pair] = self.sent.get(pair, 0) + 1
-        delay = self.route(key[1], key[2], nbytes)
+        delay = self.route(key[1], key[2], nbytes, self.scheduler.now)
         if delay is None:
             self.dropped += 1
             self.lost[pair] = self.lost.get(pair, 0) + 1
@@ -79,12 +85,14 @@ class SimNetwork:
 
     def send(self, group: int, src: int, dst: int, message: Message) -> None:
         key = (group, src, dst)
+        number = self._numbers.get(key, 0)
+        self._numbers[key] = number + 1
         nbytes = int(getattr(message.payload, "nbytes", 0))
         when = self._arrival(key, nbytes)
         self.messages += 1
         if when is None:
             return
-        self._at(when, lambda: self._deliver(key, message))
+        self._at(when, lambda: self._deliver(key, number, message))
 
     def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:
         when = self._arrival((group, src, dst), 0)
@@ -97,8 +105,9 @@ class SimNetwork:
         else:
             self.scheduler.call_at(when, action)
 
-    def _deliver(self, key: tuple[int, int, int], message: Message) -> None:
-        self.box(*key).append(message)
+    def _deliver(self, key: tuple[int, int, int], number: int, message: Message) -> None:
+        # Kept sorted by number: two deliveries due at the same virtual time may run in either order.
+        bisect.insort(self.box(*key), (number, message), key=lambda entry: entry[0])
         endpoint = self._endpoints.get((key[0], key[2]))
         if endpoint is not None:
             endpoint._notify(key[1])
@@ -119,6 +128,7 @@ class SimTransport(Transport):
         self.size = size
         self._abort: errors.OpError | None = None
         self._waiting: tuple[SimThread, int] | None = None
+        self._expected: dict[int, int] = {}  # src -> number of the next message to take from it
         network.attach(self)
 
     def now(self) -> float:
@@ -142,9 +152,13 @@ class SimTransport(Transport):
     def recv(self, src: int, deadline: float | None) -> Message:
         box = self.network.box(self.group, src, self.rank)
         scheduler = self.network.scheduler
+        expected = self._expected.get(src, 0)
         while True:
-            if box:  # a message that arrived before an abort notice still counts (as on a real socket)
-                return box.popleft()
+            # A message that arrived before an abort notice still counts (as on a real socket); one that
+            # arrived after a lost one does not stand in for it.
+            if box and box[0][0] == expected:
+                self._expected[src] = expected + 1
+                return box.pop(0)[1]
             if self._abort is not None:
                 raise errors.clone(self._abort)
             if deadline is not None and scheduler.now >= deadline:
@@ -180,8 +194,8 @@ def seeded_route(faults: tuple, latency: float, bandwidth: float | None, rng: ra
     """The routing hook: base latency + size/bandwidth, then the message faults in order."""
     counts: dict[Any, int] = {}
 
-    def route(src: int, dst: int, nbytes: int) -> float | None:
+    def route(src: int, dst: int, nbytes: int, now: float) -> float | None:
         base = latency + (nbytes / bandwidth if bandwidth else 0.0)
-        return route_delay(faults, src, dst, base, counts, rng)
+        return route_delay(faults, src, dst, base, now, counts, rng)
 
     return route

@@ -78,6 +78,9 @@ def test_demo_names_the_workers_that_divide_the_global_batch(capsys: pytest.Capt
     (["run", "train.py", "--fault", "crash:1@stp=3"], "fault 'crash:1@stp=3': expected crash:WORKER@step=N"),
     (["run", "train.py", "--fault", "drop:0-1:1.5"], "probability=1.5 must be a probability between 0 and 1"),
     (["run", "train.py", "--fault", "cut:0-2"], "Cut(a=0, b=2): b=2 is not a worker of this 2-worker cluster"),
+    (["run", "train.py", "--fault", "isolate:2@1.0"], "Isolate(worker=2, start=1.0): worker=2 is not a worker"),
+    (["run", "train.py", "--fault", "maybe:0.5:crash:3@step=1"], "worker=3 is not a worker of this 2-worker"),
+    (["run", "train.py", "--fault", "clog:0-1@1+0"], "seconds=0.0 must be a finite number > 0"),
     (["run", "missing.py"], "script 'missing.py': no such file"),
 ])
 def test_a_bad_command_line_is_one_line_and_status_2(capsys: pytest.CaptureFixture, tmp_path: Path,
@@ -124,6 +127,12 @@ def test_run_with_a_crash_fault_reports_it_and_exits_1(capsys: pytest.CaptureFix
     status, out, _ = _run(capsys, "run", _script(tmp_path), "--fault", "crash:1@step=1")
     assert status == 1 and "worker 1: crashed at" in out and "(Crash(worker=1, at_step=1)" in out
     assert "--fault crash:1@step=1" in out
+
+
+def test_run_with_partition_and_randomized_faults(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    assert _run(capsys, "run", _script(tmp_path), "--fault", "clog:0-1@0+2.5")[0] == 0
+    status, out, _ = _run(capsys, "run", _script(tmp_path), "--fault", "maybe:1:crash:1@step=1")
+    assert status == 1 and "enabled, fired 1 time(s): worker 1 before step 1" in out
 
 
 @pytest.mark.parametrize(("extra", "status"), [

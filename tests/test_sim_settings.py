@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import mirrorlab.tf as tf
 from mirrorlab import errors
-from mirrorlab.sim import Crash, Cut, Delay, Drop, Preempt, SimCluster, Slow
+from mirrorlab.sim import Clog, Crash, Cut, Delay, Drop, Isolate, Preempt, SimCluster, Slow
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -47,6 +47,13 @@ def test_bad_cluster_settings_are_refused_at_construction(kwargs, field):
     (lambda: Drop(0, 1, probability=math.nan), "probability=nan"),
     (lambda: Drop(0, 1, after=-1), "after=-1"),
     (lambda: Cut(0, 0), "a and b are both worker 0"),
+    (lambda: Clog(1, 1, 0.0, 1.0), "a and b are both worker 1"),
+    (lambda: Clog(0, 1, -1.0, 1.0), "start=-1.0"),
+    (lambda: Clog(0, 1, 0.0, 0.0), "seconds=0.0"),
+    (lambda: Clog(0, 1, 0.0, math.inf), "seconds=inf"),
+    (lambda: Isolate(-1, 1.0), "worker=-1"),
+    (lambda: Isolate(0, math.nan), "start=nan"),
+    (lambda: Isolate(0, 1.0, 0), "seconds=0"),
 ])
 def test_bad_faults_are_refused_at_construction(make, field):
     with pytest.raises(ValueError) as info:

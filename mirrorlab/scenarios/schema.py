@@ -16,14 +16,14 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from mirrorlab.sim import Crash, Cut, Delay, Drop, Fault, Preempt, Slow, WorkerSetup
+from mirrorlab.sim import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, Slow, WorkerSetup
 
 __all__ = ["Scenario", "Program", "Expectation", "ScenarioError", "load_scenario", "FAULT_KINDS", "PROPERTIES",
            "BUILTIN_MODULE"]
 
 #: ``[[faults]] kind = ...`` -> the simulator's fault class.
 FAULT_KINDS: dict[str, type[Fault]] = {"crash": Crash, "preempt": Preempt, "slow": Slow, "delay": Delay,
-                                       "drop": Drop, "cut": Cut}
+                                       "drop": Drop, "cut": Cut, "clog": Clog, "isolate": Isolate}
 #: Properties ``expect.properties`` / ``expect.violated`` may name.
 PROPERTIES = ("same_on_all_workers", "matches_single_worker", "finite")
 #: Where ``program.builtin`` names are looked up.

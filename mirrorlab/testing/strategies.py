@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mirrorlab.sim import Crash, Cut, Delay, Drop, Fault, Slow
+from mirrorlab.sim import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Maybe, Slow
 
 from .combinations import ClusterShape
 
@@ -30,6 +30,7 @@ def seeds() -> st.SearchStrategy[int]:
 
 
 def _fault(workers: int) -> st.SearchStrategy[Fault]:
+    """One fault, simplest kinds first (Hypothesis shrinks towards the first alternative)."""
     worker = st.integers(0, workers - 1)
     kinds = [st.builds(lambda w, s: Crash(w, at_step=s), worker, st.integers(1, 6)),
              st.builds(lambda w, t: Slow(w, seconds_per_step=t), worker, st.sampled_from([0.5, 2.0, 30.0]))]
@@ -38,12 +39,19 @@ def _fault(workers: int) -> st.SearchStrategy[Fault]:
         kinds += [st.builds(lambda p, t: Delay(p[0], p[1], t), pair, st.sampled_from([0.1, 1.0, 5.0])),
                   st.builds(lambda p, q, a: Drop(p[0], p[1], probability=q, after=a), pair,
                             st.sampled_from([1.0, 0.5, 0.1]), st.integers(0, 20)),
-                  st.builds(lambda p: Cut(*sorted(p)), pair)]
-    return st.one_of(kinds)
+                  st.builds(lambda p: Cut(*sorted(p)), pair),
+                  st.builds(lambda p, t, s: Clog(*sorted(p), t, s), pair, st.sampled_from([0.0, 0.5, 2.0]),
+                            st.sampled_from([0.5, 5.0])),
+                  st.builds(Isolate, worker, st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from([None, 1.0]))]
+    plain = st.one_of(kinds)
+    maybe = st.builds(Maybe, plain, st.sampled_from([0.5, 1.0]), st.sampled_from([1.0, 0.5]))
+    return st.one_of(plain, maybe)
 
 
 def fault_schedules(workers: int, max_faults: int = 2) -> st.SearchStrategy[list[Fault]]:
-    """Lists of up to ``max_faults`` faults for a ``workers``-worker cluster (each site on or off; shrinks to [])."""
+    """Lists of up to ``max_faults`` faults for a ``workers``-worker cluster: crashes, stragglers, delays, drops
+    (partial ones too), cuts, clogged links, isolated workers, and any of them wrapped in ``Maybe``. A failing
+    schedule shrinks towards fewer, plainer faults, down to []."""
     return st.lists(_fault(workers), max_size=max_faults)
 
 
