@@ -42,7 +42,7 @@ class SimWorkerRuntime(WorkerRuntime):
         """The other workers' posts for ``key`` so far; a key all workers posted is forgotten."""
         board = self.env.run.posted_copies
         posts = board.setdefault(key, {})
-        others = dict(posts)
+        others = {w: p for w, p in posts.items() if w != self.env.worker}
         posts[self.env.worker] = post
         if len(posts) == len(self.env.run.tasks):
             del board[key]
