@@ -4,8 +4,9 @@ Configuration mistakes raise the builtin ``ValueError``/``TypeError``/``RuntimeE
 TensorFlow 2.21 does; runtime failures of collectives and input pipelines raise these ``OpError``s.
 mirrorlab adds refinements that stay catchable as their TF parents: ``CollectiveMismatchError``
 (members of one collective disagree; its shape flavour is an ``InvalidArgumentError`` and its dtype/op
-flavour an ``InternalError``, as TF reports them) and ``DeadlockError`` (a ``DeadlineExceededError``:
-waiting forever is waiting past any deadline).
+flavour an ``InternalError``, as TF reports them), ``DeadlockError`` (a ``DeadlineExceededError``:
+waiting forever is waiting past any deadline) and ``MirroredCopiesDifferError`` (a ``FailedPreconditionError``: the
+optional check that a mirrored variable's copies are equal, which TF never checks).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ __all__ = [
     "FailedPreconditionError", "AbortedError", "OutOfRangeError", "UnimplementedError",
     "InternalError", "UnavailableError", "DataLossError", "UnauthenticatedError",
     "CollectiveMismatchError", "CollectiveShapeMismatchError", "CollectiveTypeMismatchError", "DeadlockError",
-    "HangError", "SimulatedCrash", "clone",
+    "HangError", "MirroredCopiesDifferError", "SimulatedCrash", "clone",
 ]
 
 
@@ -118,6 +119,11 @@ class DeadlockError(DeadlineExceededError):
 class HangError(DeadlineExceededError):
     """A simulated worker blocked outside mirrorlab (in real time, e.g. ``threading.Event().wait()``) for longer
     than the simulator's watchdog allows; TF would wait forever."""
+
+
+class MirroredCopiesDifferError(FailedPreconditionError):
+    """The copies of a mirrored variable differ after a replica-context update with aggregation NONE (mirrorlab's
+    optional check, ``strategy.extended.check_mirrored_copies``; TF accepts such programs silently)."""
 
 
 class SimulatedCrash(BaseException):

@@ -12,6 +12,10 @@ A worker that blocks in real time outside mirrorlab (``threading.Event().wait()`
 simulation forever; after ``SimCluster(watchdog=5.0)`` wall-clock seconds without any thread moving it ends with a
 ``HangError`` naming it and its stack, and the others go on. Library code that waits or polls uses
 ``mirrorlab.runtime.clock``, which is virtual time on a simulated worker.
+
+A ``strategy.run`` that leaves a mirrored variable's copies different (aggregation NONE, updated per replica; TF
+says nothing) raises ``MirroredCopiesDifferError``, on a worker or across workers; ``SimCluster(check_mirrors=False)``
+keeps TF's silence.
 """
 
 from .cluster import RunResult, SimCluster, SimConfig

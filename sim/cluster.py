@@ -60,6 +60,7 @@ class SimConfig:
     setups: tuple[WorkerSetup, ...] = ()
     trace_keep: int | None = TRACE_KEEP
     trace_file: str | None = None
+    check_mirrors: bool = True
 
     def __post_init__(self) -> None:
         check_count("SimCluster", "trace_keep", self.trace_keep, 1,
@@ -73,6 +74,10 @@ class SimConfig:
         if not isinstance(self.chief, bool):
             raise ValueError(f"SimCluster: chief={self.chief!r} must be True or False. Fix: chief=True makes worker 0 "
                              "the chief task, chief=False (the default) has only worker tasks.")
+        if not isinstance(self.check_mirrors, bool):
+            raise ValueError(f"SimCluster: check_mirrors={self.check_mirrors!r} must be True or False. Fix: True (the "
+                             "default) raises when a mirrored variable's copies differ after a step, False lets them "
+                             "differ silently, as TF does.")
         if self.device_type not in ("CPU", "GPU"):
             raise ValueError(f"SimCluster: device_type={self.device_type!r} is not a device type. Fix: use 'CPU' or "
                              "'GPU'.")
@@ -109,7 +114,7 @@ class SimConfig:
         for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
                      "bandwidth", "device_type", "watchdog",
                      "trace_values", "setups",
-                     "trace_keep", "trace_file"):
+                     "trace_keep", "trace_file", "check_mirrors"):
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -253,6 +258,7 @@ class SimRun:
         self.envs = [SimWorkerEnv(self, w, json.dumps({"cluster": jobs, "task": {"type": t, "index": i}}),
                                   setups.get(w)) for w, (t, i) in enumerate(self.tasks)]
         self.outcomes = [Outcome() for _ in self.tasks]
+        self.posted_copies: dict[tuple, dict[int, object]] = {}  # mirrored copies' digests (SimWorkerRuntime)
         self.threads: list[SimThread] = []
         name = getattr(program, "__qualname__", repr(program))
         module = getattr(program, "__module__", None)
@@ -402,6 +408,8 @@ class SimCluster:
     ``trace_values=True`` adds each collective's step, non-finite count and result digest to the trace.
     ``trace_keep``: how many trace events (and notes) the result keeps in memory, the latest ones (None: all), so a
     long run's memory stays flat; ``trace_file``: a path that receives the whole trace as JSON lines while it runs.
+    ``check_mirrors``: a mirrored variable whose copies differ after a ``strategy.run`` (updated in replica context
+    with aggregation NONE) raises ``MirroredCopiesDifferError``, on a worker or across workers (False: TF's silence).
     """
 
     workers: int
@@ -418,12 +426,13 @@ class SimCluster:
     setups: Sequence[WorkerSetup] = field(default_factory=tuple)
     trace_keep: int | None = TRACE_KEEP
     trace_file: str | None = None
+    check_mirrors: bool = True
 
     def __post_init__(self) -> None:
         self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
                                 self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
                                 self.watchdog, self.trace_values, tuple(self.setups),
-                                self.trace_keep, self.trace_file)
+                                self.trace_keep, self.trace_file, self.check_mirrors)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from mirrorlab import errors
 from mirrorlab.cluster import ClusterSpec
 from mirrorlab.collective.communicator import Communicator
+from mirrorlab.distribute.mirror_check import CHECK_MIRRORS_ENV
 from mirrorlab.runtime import Environment, WorkerRuntime
 from mirrorlab.runtime.seeds import op_seed
 from mirrorlab.trace import FAULT_NOTE, TraceNote
@@ -39,6 +40,16 @@ class SimWorkerRuntime(WorkerRuntime):
         self.env.fault_point(collective=seq)
         self.env.run.scheduler.yield_()  # every collective is a scheduling point
 
+    def post_copies(self, key: tuple, post: object) -> dict[int, object]:
+        """The other workers' posts for ``key`` so far; a key all workers posted is forgotten."""
+        board = self.env.run.posted_copies
+        posts = board.setdefault(key, {})
+        others = {w: p for w, p in posts.items() if w != self.env.worker}
+        posts[self.env.worker] = post
+        if len(posts) == len(self.env.run.tasks):
+            del board[key]
+        return others
+
     def replica_order(self, replicas: list[int]) -> list[int]:
         """A seed-determined order, so different seeds also interleave replicas differently."""
         order = list(replicas)
@@ -53,7 +64,9 @@ class SimWorkerEnv(Environment):
         self.run = run
         self.worker = worker
         self.setup = setup if setup is not None else WorkerSetup(worker)
-        self.environ: dict[str, str | None] = {"TF_CONFIG": tf_config, **self.setup.environ}
+        self.environ: dict[str, str | None] = {"TF_CONFIG": tf_config,
+                                               CHECK_MIRRORS_ENV: "1" if run.config.check_mirrors else "0",
+                                               **self.setup.environ}
         self.communicators: list[Communicator] = []
         self.runtimes: list[WorkerRuntime] = []
         self._groups = 0

@@ -171,7 +171,9 @@ def test_mirrored_variable_replica_assign_add_follows_the_aggregation(workers, d
             strategy.run(lambda step=step: v.assign_add(delta(step, ml.get_replica_context().replica_id_in_sync_group)))
         return rank_from_tf_config(), local_values(strategy, v)
 
-    results = SimCluster(workers=workers, devices_per_worker=devices, seed=sim_seed).run(program).values()
+    # TF's semantics, copies that differ under NONE included (the check of mirrored copies would refuse them)
+    results = SimCluster(workers=workers, devices_per_worker=devices, seed=sim_seed,
+                         check_mirrors=False).run(program).values()
     assert len(results) == workers
     for rank, copies in results:
         assert len(copies) == devices

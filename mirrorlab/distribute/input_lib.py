@@ -261,20 +261,21 @@ class DistributedIterator:
         except errors.OpError as exc:
             if isinstance(exc, current_frontend().declared_shape_error):  # reported by the iterator: as an optional's when TF uses them
                 exc = exc.optional() if partial else errors.InvalidArgumentError(exc.message)
-            self._tell_peers(ext, type(exc)(f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
-                                             f"{ext._group.comm.names[ext._rank]})"))
+            self._tell_peers(ext, f"{exc.message}\n(raised by the input pipeline of worker {ext._rank}, "
+                                  f"{ext._group.comm.names[ext._rank]})")
             raise exc from None
         except Exception as exc:
-            self._tell_peers(ext, errors.UnknownError(
-                f"the input pipeline of worker {ext._rank} ({ext._group.comm.names[ext._rank]}) raised "
-                f"{type(exc).__name__}: {exc}"))
+            self._tell_peers(ext, f"the input pipeline of worker {ext._rank} ({ext._group.comm.names[ext._rank]}) "
+                                  f"raised {type(exc).__name__}: {exc}")
             raise
         return element
 
     @staticmethod
-    def _tell_peers(ext: Any, error: errors.OpError) -> None:
+    def _tell_peers(ext: Any, message: str) -> None:
+        """Abort the group with ``message``: the peers, waiting in a collective, get it as TF's UnavailableError
+        (TF's peers learn only that the collective was aborted; mirrorlab says by what)."""
         if ext._num_workers > 1:
-            ext._group.comm.fail(error)
+            ext._group.comm.fail(errors.UnavailableError(message))
 
     def _element_spec(self) -> Any:
         """The spec of what a replica gets: its worker's stream (after TF's per-replica rebatch)."""

@@ -39,6 +39,7 @@ from .cross_device_ops import check_cross_device_ops
 from .extended_api import CROSS_REPLICA_REQUIRED, ExtendedApi
 from .input_context import InputContext, ValueContext
 from .input_lib import DistributedDataset
+from .mirror_check import check_copies, check_mirrors_from_env, copies_may_differ
 from .one_device import concat_on_one_device, is_int32
 from .regroup import regroup, select_replica
 from .scatter import reduce_slices
@@ -75,7 +76,8 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
         return False
     if a.dtype.hasobject:
         return _content(a) == _content(b)
-    return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
+    return np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                          np.ascontiguousarray(b).reshape(-1).view(np.uint8))
 
 class StrategyExtended(ExtendedApi):
     """``strategy.extended``: devices, roles, and the machinery (replica pool, collective group)."""
@@ -96,6 +98,7 @@ class StrategyExtended(ExtendedApi):
         self._is_mirrored = False  # TF's MirroredStrategy (one worker), not MWMS
         self._unsynced: dict[int, tuple[DistributedVariable, str]] = {}
         self._warned_unsynced: set[int] = set()
+        self._check_mirrors = check_mirrors_from_env()
         devices = runtime.devices
         runtime.comm.check_sites = os.environ.get(CHECK_SITES_ENV, "1").strip() != "0"
         self._group = CollectiveGroup(runtime.comm, len(devices), devices, options, runtime.trace,
@@ -158,6 +161,20 @@ class StrategyExtended(ExtendedApi):
         count = len(self._devices)
         return [InputContext(count, k, self._num_workers * count) for k in range(count)]
 
+    @property
+    def check_mirrored_copies(self) -> bool:
+        """Whether a ``run`` raises ``MirroredCopiesDifferError`` when it leaves a mirrored variable's copies
+        different (see ``mirror_check``); from ``MIRRORLAB_CHECK_MIRRORS`` (on by default in ``SimCluster``)."""
+        return self._check_mirrors
+
+    @check_mirrored_copies.setter
+    def check_mirrored_copies(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"strategy.extended.check_mirrored_copies = {value!r}: expected True or False. Fix: True "
+                            "checks that mirrored variables' copies stay equal after each strategy.run, False does "
+                            "not (TF's behaviour).")
+        self._check_mirrors = value
+
     # -- variables ------------------------------------------------------------------------------
 
     def _create_variable(self, initial_value: Any = None, trainable: bool | None = None,
@@ -201,14 +218,29 @@ class StrategyExtended(ExtendedApi):
 
     def _record_unsynced_updates(self) -> None:
         """After a ``run``: trace each unsynchronized variable's copies (digests) so diagnostics can flag
-        mirrors that differ, on this worker or across workers (TF accepts this silently; the log says it once per
-        variable: Keras' BatchNormalization does it on purpose, every step)."""
-        for var, site in self._unsynced.values():
-            copies = [np.ascontiguousarray(to_host(c)) for c in var._components]
-            differ = not all(_same_bytes(copies[0], c) for c in copies[1:])
+        mirrors that differ, on this worker or across workers; then check them if ``check_mirrored_copies`` (TF
+        accepts this silently; else the log says it once per variable: Keras' BatchNormalization does it on purpose,
+        every step)."""
+        updated, self._unsynced = list(self._unsynced.values()), {}
+        occurrences: dict[tuple[str, str], int] = {}
+        for var, site in updated:
+            copies = [np.asarray(to_host(c)) for c in var._components]
+            differ = not all(_same_bytes(copies[0], c) for c in copies[1:])  # hash every copy only when they differ
+            digests = [_digest(c) for c in copies] if differ else [_digest(copies[0])] * len(copies)
+            if self._runtime.trace is not None:
+                self._runtime.trace.add_note(TraceNote(
+                    "unsynced_update", self._rank, self._runtime.now(), site,
+                    {"variable": var.name, "step": self._step, "digests": digests,
+                     "replicas": [self._rank * len(digests) + k for k in range(len(digests))]}))
+            if self._check_mirrors and not copies_may_differ(var):
+                # the same variable on every worker: its name, the update's site and how often the pair came before
+                key = (self._step, var.name, site, occurrences.setdefault((var.name, site), 0))
+                occurrences[(var.name, site)] += 1
+                check_copies(var.name, site, self._step, copies, digests, self._rank, self._devices,
+                             self._group.comm.names, lambda post, key=key: self._runtime.post_copies(key, post))
             if differ and id(var) not in self._warned_unsynced:  # warned once per variable
                 self._warned_unsynced.add(id(var))
-                if getattr(var, "_keras_weight", False):  # a layer's own state, such as moving statistics
+                if copies_may_differ(var):  # a layer's own state, such as moving statistics
                     log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s): each replica "
                                 "keeps its own copy, as in TF (Keras' BatchNormalization updates its moving "
                                 "statistics per replica); predictions on different replicas may differ",
@@ -216,13 +248,6 @@ class StrategyExtended(ExtendedApi):
                 else:
                     log.warning("mirrors of %s differ after replica updates with aggregation NONE (%s); set "
                                 "aggregation=SUM/MEAN or update it in cross-replica context", var.name, site)
-            if self._runtime.trace is not None:
-                digests = [_digest(c) for c in copies] if differ else [_digest(copies[0])] * len(copies)
-                self._runtime.trace.add_note(TraceNote(
-                    "unsynced_update", self._rank, self._runtime.now(), site,
-                    {"variable": var.name, "step": self._step, "digests": digests,
-                     "replicas": [self._rank * len(digests) + k for k in range(len(digests))]}))
-        self._unsynced.clear()
 
     # -- collectives on local components ------------------------------------------------------------
 

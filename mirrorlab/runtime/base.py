@@ -37,6 +37,12 @@ class WorkerRuntime:
         """The order in which local replicas run their next stretch between sync points."""
         return replicas
 
+    def post_copies(self, key: tuple, post: object) -> dict[int, object]:
+        """Post what this worker's copies of a variable hold (``key``: the variable and step; see
+        ``distribute.mirror_check``) and return what other workers posted for the same key so far, by rank: the
+        simulator's workers share one process; a plain or real worker has no one to compare with here."""
+        return {}
+
     def adopt(self, resource: object) -> None:
         """Keep ``resource`` (something with ``close()``, e.g. a replica pool) until ``close()``."""
         self._owned.append(resource)

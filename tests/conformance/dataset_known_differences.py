@@ -1,8 +1,9 @@
 """Differences between mirrorlab and TF 2.21 that the dataset conformance cases (dataset_cases.py) found, and the
 pytest parameters that mark them.
 
-* ``DELIBERATE_WORKER_DIFFERENCES``: (setup, case) -> (workers, reason): those workers' results are not compared
-  (``test_deliberate_differences_are_as_documented`` checks what each side does instead).
+* ``ABORTED_PEER_CASES``: (setup, case) -> the workers whose collective TF aborts with a timing-dependent text
+  (``ONE_FILE_REASON``): compared, except for the text after "Collective ops is aborted by: "
+  (``test_aborted_peers_are_told_the_cause`` checks mirrorlab's text).
 * ``KNOWN_DATASET_DIFFERENCES``: (setup, case) -> the difference (mirrorlab vs TF); the case is
   ``xfail(strict=True)``, so it turns into XPASS once mirrorlab is fixed: delete the entry then.
 
@@ -42,7 +43,7 @@ import pytest
 
 from .dataset_cases import DATASET_SETUPS, recorded_dataset_cases
 
-__all__ = ["DELIBERATE_WORKER_DIFFERENCES", "DELIBERATE_CASE_DIFFERENCES", "KNOWN_DATASET_DIFFERENCES",
+__all__ = ["ABORTED_PEER_CASES", "ONE_FILE_REASON", "DELIBERATE_CASE_DIFFERENCES", "KNOWN_DATASET_DIFFERENCES",
            "dataset_case_params"]
 
 # -- deliberate ------------------------------------------------------------------------------------------
@@ -52,13 +53,11 @@ ONE_FILE_REASON = (
     "sharding: the dataset only has 1 file(s), ...' at its first next() in TF and mirrorlab; TF's worker 1 then "
     "fails in its first has-data collective with UnavailableError 'Collective ops is aborted by: <Socket closed | "
     "recvmsg:Connection reset by peer | Failed to send RPC to coordination service ...>' (the text depends on "
-    "timing); mirrorlab deliberately tells worker 1 worker 0's error instead, through the group abort: "
-    "InvalidArgumentError 'Collective ops is aborted by: Could not apply FILE based sharding: ...' (at commit "
-    "0110b41 the abort reaches worker 1 still inside its MultiWorkerMirroredStrategy() creation barrier, so it has "
-    "no case result)")
+    "timing); mirrorlab's worker 1 raises the same class there, with worker 0's error as the text: "
+    "UnavailableError 'Collective ops is aborted by: Could not apply FILE based sharding: ...'")
 
-DELIBERATE_WORKER_DIFFERENCES: dict[tuple[str, str], tuple[tuple[int, ...], str]] = {
-    ("C", f"text_files1_G{g}_{policy}"): ((1,), ONE_FILE_REASON) for g in (1, 2, 3, 4, 8) for policy in ("FILE", "AUTO")
+ABORTED_PEER_CASES: dict[tuple[str, str], tuple[int, ...]] = {
+    ("C", f"text_files1_G{g}_{policy}"): (1,) for g in (1, 2, 3, 4, 8) for policy in ("FILE", "AUTO")
 }
 
 SHARD_HINT_REASON = (

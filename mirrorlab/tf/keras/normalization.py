@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...distribute.mirror_check import allow_differing_copies
 from ..autodiff import unbroadcast
 from .._kernels.summation import tf_sum
 from . import initializers, regularizers
@@ -60,10 +61,11 @@ class BatchNormalization(BuiltinLayer):
             self.gamma = self.add_weight(features, self._initializers["gamma"], name="gamma")
         if self.center:
             self.beta = self.add_weight(features, self._initializers["beta"], name="beta")
-        self.moving_mean = self.add_weight(features, self._initializers["moving_mean"], trainable=False,
-                                           name="moving_mean")
-        self.moving_variance = self.add_weight(features, self._initializers["moving_variance"], trainable=False,
-                                               name="moving_variance")
+        # per replica on purpose, as in TF: the check of mirrored copies skips them
+        self.moving_mean = allow_differing_copies(self.add_weight(
+            features, self._initializers["moving_mean"], trainable=False, name="moving_mean"))
+        self.moving_variance = allow_differing_copies(self.add_weight(
+            features, self._initializers["moving_variance"], trainable=False, name="moving_variance"))
 
     def _axes(self, ndim: int) -> tuple[int, ...]:
         return tuple(a for a in range(ndim) if a != self.axis % ndim)
