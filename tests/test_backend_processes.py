@@ -335,3 +335,19 @@ def test_kill_9_during_rendezvous_ends_the_others_within_the_window():
     _finish(procs[1])
     assert procs[0].returncode == 1 and "UnavailableError: Rendezvous failed" in out, out
     assert f"worker 2 (/job:worker/replica:0/task:2 at 127.0.0.1:{ports[2]})" in out
+
+
+def test_launch_gives_workers_the_malloc_settings_unless_already_set(tmp_path, monkeypatch):
+    import io
+
+    from mirrorlab.backend.launch import launch
+    from mirrorlab.backend.malloc_tuning import reuse_freed_memory_env
+
+    script = tmp_path / "env.py"
+    script.write_text("import os\nprint(os.environ['MALLOC_MMAP_THRESHOLD_'], os.environ['MALLOC_TRIM_THRESHOLD_'])\n")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")  # the user's own setting wins
+    out = io.StringIO()
+    assert launch(str(script), [], 2, out=out) == 0
+    expected = f"{reuse_freed_memory_env()['MALLOC_MMAP_THRESHOLD_']} 12345"
+    assert out.getvalue().count(expected) == 2, out.getvalue()
