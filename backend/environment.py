@@ -51,7 +51,7 @@ class BackendEnvironment(LocalEnvironment):
         self.recorder: FlightRecorder | None = None
         self._op_seeds = 0
         self._settings: BackendSettings | None = None
-        self._shm: list[ShmTransport] = []
+        self._shm: dict[int, ShmTransport] = {}  # by collective group
         self.transport_name = "grpc"
 
     def default_device_type(self) -> tuple[str, int]:
@@ -89,7 +89,7 @@ class BackendEnvironment(LocalEnvironment):
         transport = ShmTransport.connect(session, rank, len(names), names=names,
                                          timeout=self._settings.rendezvous_timeout)
         transport.local_state = self.describe_state
-        self._shm.append(transport)
+        self._shm[group] = transport
         return transport
 
     def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
@@ -99,6 +99,7 @@ class BackendEnvironment(LocalEnvironment):
         self._settings = settings
         node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls)
         node.local_state = self.describe_state
+        node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
         facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads())
         rendezvous = Rendezvous(node, facts)
@@ -143,15 +144,20 @@ class BackendEnvironment(LocalEnvironment):
         else:
             error = errors.UnknownError(f"{self._node.label(self._node.rank)} failed with "
                                         f"{type(exc).__name__}: {exc}")
-        for transport in self._shm:
-            transport.abort(error)
         self._node.abort(ALL_GROUPS, error)
+
+    def _abort_shm(self, group: int, error: errors.OpError) -> None:
+        """An abort over gRPC (a lost heartbeat, a peer's error, this worker's) also fails the shared-memory
+        group(s) it names, so no waiter stays blocked on a ring."""
+        for index, transport in list(self._shm.items()):
+            if group in (ALL_GROUPS, index):
+                transport.abort(error)
 
     def close(self) -> None:
         """Stop heartbeats, say goodbye to the peers, unmap shared memory and stop serving (bounded)."""
         if self._heartbeats is not None:
             self._heartbeats.stop()
-        for transport in self._shm:
+        for transport in self._shm.values():
             transport.close()
         self._shm.clear()
         if self._node is not None:

@@ -246,7 +246,7 @@ def _start_slow_launch(**env):
 
 
 @pytest.mark.slow  # ~15 s: detection, then the launcher's grace and stop of the stopped process
-def test_a_hung_worker_is_named_by_the_survivors():
+def test_a_hung_worker_is_named_by_the_survivors(path):
     proc, pids, lines = _start_slow_launch(MIRRORLAB_HEARTBEAT_TIMEOUT=1.5)
     try:
         assert len(pids) == 3, "".join(lines)
