@@ -1,5 +1,6 @@
 """The real backend's ``Environment``: this process is one worker of a multi-worker cluster; collectives run
-over gRPC to the other worker processes, after a rendezvous, with heartbeats watching every peer.
+over shared memory when every worker is on this host, else over gRPC (``transport_choice.py``), after a
+rendezvous over gRPC, with heartbeats and aborts over gRPC watching every peer.
 
 The first ``MultiWorkerMirroredStrategy`` starts this worker's server and rendezvous; later strategies in
 the same process are new collective groups over the same connections (as on the simulator).
@@ -8,6 +9,7 @@ the same process are new collective groups over the same connections (as on the 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import re
 import sys
@@ -28,6 +30,8 @@ from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
 from .liveness import Heartbeats
 from .rendezvous import Rendezvous, WorkerFacts
 from .settings import BackendSettings, devices_per_worker
+from .shm_transport import ShmTransport
+from .transport_choice import choose_transport
 
 __all__ = ["BackendEnvironment"]
 
@@ -46,6 +50,9 @@ class BackendEnvironment(LocalEnvironment):
         self.communicators: list[Communicator] = []
         self.recorder: FlightRecorder | None = None
         self._op_seeds = 0
+        self._settings: BackendSettings | None = None
+        self._shm: dict[int, ShmTransport] = {}  # by collective group
+        self.transport_name = "grpc"
 
     def default_device_type(self) -> tuple[str, int]:
         count = devices_per_worker()
@@ -65,16 +72,34 @@ class BackendEnvironment(LocalEnvironment):
                                  f"{cluster_spec.as_dict()}. Fix: one process is one task of one cluster.")
             group = self._groups
             self._groups += 1
-        comm = Communicator(rank, len(names), names, GrpcTransport(self._node, group))
+        comm = Communicator(rank, len(names), names, self._transport(group, rank, names))
         self.communicators.append(comm)
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
-        return WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)], self.recorder)
+        runtime = WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)], self.recorder)
+        runtime.transport_name = self.transport_name
+        return runtime
+
+    def _transport(self, group: int, rank: int, names: Sequence[str]) -> GrpcTransport | ShmTransport:
+        """Collective group ``group``'s transport; a shared-memory session is named from the cluster token (fresh
+        per run, the same on every worker) and the group, so runs and groups never share segments."""
+        if self.transport_name == "grpc":
+            return GrpcTransport(self._node, group)
+        secret = f"{self._settings.token}/{json.dumps(self._cluster, sort_keys=True)}"
+        session = f"{hashlib.sha256(secret.encode()).hexdigest()[:24]}-g{group}"
+        transport = ShmTransport.connect(session, rank, len(names), names=names,
+                                         timeout=self._settings.rendezvous_timeout)
+        transport.local_state = self.describe_state
+        self._shm[group] = transport
+        return transport
 
     def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
         settings = BackendSettings.from_environ()
         addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
+        self.transport_name = choose_transport(addresses)
+        self._settings = settings
         node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls)
         node.local_state = self.describe_state
+        node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
         facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads())
         rendezvous = Rendezvous(node, facts)
@@ -82,7 +107,8 @@ class BackendEnvironment(LocalEnvironment):
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()
         self.recorder = FlightRecorder({"workers": len(names), "devices_per_worker": devices, "clock": "wall",
-                                        "tasks": list(names), "task": names[rank], "worker": rank})
+                                        "tasks": list(names), "task": names[rank], "worker": rank,
+                                        "transport": self.transport_name})
         self.recorder.dump_on_sigusr1()
         _install_exit_hooks(self)
         rendezvous.wait(settings.rendezvous_timeout)
@@ -120,10 +146,20 @@ class BackendEnvironment(LocalEnvironment):
                                         f"{type(exc).__name__}: {exc}")
         self._node.abort(ALL_GROUPS, error)
 
+    def _abort_shm(self, group: int, error: errors.OpError) -> None:
+        """An abort over gRPC (a lost heartbeat, a peer's error, this worker's) also fails the shared-memory
+        group(s) it names, so no waiter stays blocked on a ring."""
+        for index, transport in list(self._shm.items()):
+            if group in (ALL_GROUPS, index):
+                transport.abort(error)
+
     def close(self) -> None:
-        """Stop heartbeats, say goodbye to the peers and stop serving (bounded)."""
+        """Stop heartbeats, say goodbye to the peers, unmap shared memory and stop serving (bounded)."""
         if self._heartbeats is not None:
             self._heartbeats.stop()
+        for transport in self._shm.values():
+            transport.close()
+        self._shm.clear()
         if self._node is not None:
             self._node.close()
             self._node = None

@@ -70,6 +70,8 @@ class PeerNode:
         self.peer_state: dict[int, str] = {}  # the last collective each peer reported (heartbeat replies)
         self._last_header: dict[int, Header] = {}  # the last message each peer sent here
         self.local_state: Callable[[], str] = lambda: ""  # where this worker is, for error messages
+        # told of every abort of a group (ALL_GROUPS included), so collectives on another transport stop too
+        self.on_abort: Callable[[int, errors.OpError], None] = lambda group, error: None
         item_bytes = wire.CHUNK_BYTES + 1  # one piece and its flag: gRPC refuses anything longer unread
         self._channel_options = [("grpc.max_send_message_length", item_bytes),
                                  ("grpc.max_receive_message_length", item_bytes)]
@@ -127,6 +129,8 @@ class PeerNode:
             else:
                 self.departed.add(src)
             self._cond.notify_all()
+        if frame.kind == "abort":
+            self.on_abort(frame.group, self._aborts[frame.group])
 
     # -- calling -------------------------------------------------------------------------------------
 
@@ -183,6 +187,7 @@ class PeerNode:
                 return
             self._aborts[group] = error
             self._cond.notify_all()
+        self.on_abort(group, error)
         frame = wire.encode_abort(group, AbortNotice.of(self.rank, error))
         for peer in range(self.size):
             if peer not in (self.rank, skip) and peer not in self.departed:

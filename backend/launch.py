@@ -3,6 +3,8 @@
 Ports are found free on 127.0.0.1, the cluster token is fresh, each worker gets its own TF_CONFIG, every
 output line is prefixed with its task, SIGINT/SIGTERM are forwarded, and the first worker to fail decides
 the exit code: the others get a grace period to report their own (named) errors, then are stopped.
+Workers start with ``malloc_tuning``'s glibc settings (freed large buffers reused); a variable already set
+in the launcher's environment wins.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
+from .malloc_tuning import reuse_freed_memory_env
 from .ports import free_ports
 from .settings import DEVICES_VAR, TOKEN_VAR
 
@@ -65,8 +68,9 @@ def launch(script: str, script_args: Sequence[str], workers: int, devices_per_wo
     token = secrets.token_hex(16)
     procs, relays, lock = [], [], threading.Lock()
     for index, config in enumerate(configs):
-        env = dict(os.environ, TF_CONFIG=config, PYTHONUNBUFFERED="1", **{TOKEN_VAR: token,
-                                                                         DEVICES_VAR: str(devices_per_worker)})
+        env = reuse_freed_memory_env() | dict(os.environ)  # a setting the user made wins
+        env.update({"TF_CONFIG": config, "PYTHONUNBUFFERED": "1", TOKEN_VAR: token,
+                    DEVICES_VAR: str(devices_per_worker)})
         proc = subprocess.Popen([sys.executable, script, *script_args], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         procs.append(proc)

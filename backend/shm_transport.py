@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class ShmTransport(Transport):
         self._peers = peers
         self._pids = {p: segment.pid for p, segment in peers.items()}
         self._watch = PidWatch(self._pids)
+        self.local_state: Callable[[], str] | None = None  # where this worker is, for the error a lost peer gives
         self._abort: errors.OpError | None = None
         self._closed = False
         self._incoming = {p: Incoming(Ring(own, own.slot(p)), p, limits) for p in peers}
@@ -219,9 +220,10 @@ class ShmTransport(Transport):
         if not dead:
             return None
         peer = dead[0]
+        here = f" {self.local_state()}" if self.local_state is not None else ""
         return self._lose(peer, f"{self.label(peer)} is unavailable: its process exited while {self.label(self.rank)} "
-                                f"waited for a message from worker {src}.\nFix: look at that worker's log for an "
-                                "earlier error, or whether it was killed (OOM, preemption, kill -9).")
+                                f"waited for a message from worker {src}{here}.\nFix: look at that worker's log for "
+                                "an earlier error, or whether it was killed (OOM, preemption, kill -9).")
 
     def _lose(self, peer: int, why: str) -> errors.OpError:
         """Fail the group with ``UnavailableError`` saying ``why``; peers learn it as an abort notice."""

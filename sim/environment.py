@@ -29,6 +29,8 @@ __all__ = ["SimWorkerEnv", "SimWorkerRuntime"]
 class SimWorkerRuntime(WorkerRuntime):
     """A worker runtime whose fault hooks consult the simulation's faults."""
 
+    transport_name = "simulated"
+
     def __init__(self, comm: Communicator, devices: Sequence[str], env: "SimWorkerEnv") -> None:
         super().__init__(comm, devices, env.run.trace)
         self.env = env

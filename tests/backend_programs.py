@@ -16,6 +16,7 @@ import mirrorlab.tf as tf
 def custom_loop(steps: int = 4) -> dict:
     """A custom training loop: tf.Variable, strategy.run, a MEAN all_reduce of the gradient, strategy.reduce."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    print("TRANSPORT", strategy.extended.transport_name, flush=True)
     rng = np.random.default_rng(0)
     x_all = rng.standard_normal((48, 784)).astype(np.float32)
     y_all = rng.standard_normal((48, 10)).astype(np.float32)

@@ -38,6 +38,13 @@ def _recorder_dir(tmp_path, monkeypatch):
 _DEFAULTS: dict = {}
 
 
+@pytest.fixture(params=["shm", "grpc"])
+def path(request, monkeypatch):
+    """Run the test's workers with collectives over shared memory, then over gRPC."""
+    monkeypatch.setitem(_DEFAULTS, "MIRRORLAB_TRANSPORT", request.param)
+    return request.param
+
+
 def _env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIRRORLAB_") and k != "TF_CONFIG"}
     env.update(_DEFAULTS)
@@ -97,9 +104,10 @@ def results(output):
 
 
 @pytest.mark.parametrize("workers", [2, pytest.param(3, marks=pytest.mark.slow)])
-def test_custom_loop_is_bit_identical_to_the_simulator(workers):
+def test_custom_loop_is_bit_identical_to_the_simulator(workers, path):
     code, out = run_launch(workers, "custom_loop")
     assert code == 0, out
+    assert f"TRANSPORT {path}" in out
     simulated = SimCluster(workers=workers).run(backend_programs.custom_loop).values()
     assert results(out) == simulated
     assert len(simulated) == workers
@@ -130,7 +138,7 @@ def test_unseeded_shuffles_match_the_simulator():
     assert results(out) == SimCluster(workers=2).run(backend_programs.unseeded_shuffle).values()
 
 
-def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
+def test_kill_9_during_all_reduce_makes_survivors_name_the_worker(path):
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "3", PROGRAMS,
                              "slow_all_reduce"], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -148,11 +156,12 @@ def test_kill_9_during_all_reduce_makes_survivors_name_the_worker():
     assert "[launch] worker 1 exited with signal SIGKILL" in out
     for survivor in (0, 2):  # each ended on its own, with the named error, before the launcher's stop
         assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
-               "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
+               "(/job:worker/replica:0/task:1" in out, out
     assert "all_reduce(SUM) float32[1000]" in out
 
 
-def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keeps_the_chiefs_checkpoint(tmp_path):
+def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keeps_the_chiefs_checkpoint(tmp_path,
+                                                                                                       path):
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "2", PROGRAMS,
                              "saving_loop", str(tmp_path / "ckpt")], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -169,7 +178,7 @@ def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keep
         out = "".join(lines) + _finish(proc)
     assert proc.returncode == 128 + signal.SIGKILL, out
     assert "[worker 0] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
-           "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
+           "(/job:worker/replica:0/task:1" in out, out
     import mirrorlab.tf as tf  # the chief's directory still holds a complete, readable latest checkpoint
 
     latest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
@@ -179,7 +188,7 @@ def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keep
     assert float(restored.numpy()[0]) >= 4 * 2  # at least the 4 steps before READY, 2 replicas each
 
 
-def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path):
+def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path, path):
     code, out = run_launch(3, "fail_on_worker_1", MIRRORLAB_FLIGHT_RECORDER_DIR=tmp_path)
     assert code == 1, out
     assert "[worker 1] ValueError: bad batch on worker 1" in out
@@ -189,6 +198,7 @@ def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path):
         assert "failed with ValueError: bad batch on worker 1" in out
     dumps = {Trace.load(path).meta["worker"]: Trace.load(path) for path in tmp_path.glob("mirrorlab-flight-*.jsonl")}
     assert sorted(dumps) == [0, 1, 2], out  # every worker wrote its flight recorder
+    assert {d.meta["transport"] for d in dumps.values()} == {path}
     assert [(e.op, e.detail, e.status) for e in dumps[1]][-2:] == [("barrier", "strategy creation", "ok"),
                                                                   ("all_reduce", "SUM", "ok")]
     assert dumps[0].events[-1].status == "error" and "ValueError: bad batch" in dumps[0].events[-1].error
@@ -265,7 +275,7 @@ def _start_slow_launch(**env):
 
 
 @pytest.mark.slow  # ~15 s: detection, then the launcher's grace and stop of the stopped process
-def test_a_hung_worker_is_named_by_the_survivors():
+def test_a_hung_worker_is_named_by_the_survivors(path):
     proc, pids, lines = _start_slow_launch(MIRRORLAB_HEARTBEAT_TIMEOUT=1.5)
     try:
         assert len(pids) == 3, "".join(lines)
@@ -363,3 +373,19 @@ def test_kill_9_during_rendezvous_ends_the_others_within_the_window():
     _finish(procs[1])
     assert procs[0].returncode == 1 and "UnavailableError: Rendezvous failed" in out, out
     assert f"worker 2 (/job:worker/replica:0/task:2 at 127.0.0.1:{ports[2]})" in out
+
+
+def test_launch_gives_workers_the_malloc_settings_unless_already_set(tmp_path, monkeypatch):
+    import io
+
+    from mirrorlab.backend.launch import launch
+    from mirrorlab.backend.malloc_tuning import reuse_freed_memory_env
+
+    script = tmp_path / "env.py"
+    script.write_text("import os\nprint(os.environ['MALLOC_MMAP_THRESHOLD_'], os.environ['MALLOC_TRIM_THRESHOLD_'])\n")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")  # the user's own setting wins
+    out = io.StringIO()
+    assert launch(str(script), [], 2, out=out) == 0
+    expected = f"{reuse_freed_memory_env()['MALLOC_MMAP_THRESHOLD_']} 12345"
+    assert out.getvalue().count(expected) == 2, out.getvalue()

@@ -128,6 +128,11 @@ class StrategyExtended(ExtendedApi):
         return self._runtime.devices
 
     @property
+    def transport_name(self) -> str:
+        """What carries this worker's collectives: ``simulated``, ``grpc``, ``shm`` or ``local``."""
+        return self._runtime.transport_name
+
+    @property
     def should_checkpoint(self) -> bool:
         return self._is_chief
 
