@@ -138,21 +138,29 @@ def test_unseeded_shuffles_match_the_simulator():
     assert results(out) == SimCluster(workers=2).run(backend_programs.unseeded_shuffle).values()
 
 
-def test_kill_9_during_all_reduce_makes_survivors_name_the_worker(path):
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "3", PROGRAMS,
-                             "slow_all_reduce"], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
+def _launch_and_kill_worker_1(workers: int, *program: str, wait: float = 0.0) -> str:
+    """``mirrorlab launch`` the program, SIGKILL worker 1 (a child of our launcher) ``wait`` seconds after it prints
+    READY, and return the launcher's output once it ended with worker 1's status."""
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", str(workers), PROGRAMS,
+                             *program], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, end = [], time.monotonic() + LIMIT
     try:
         for line in proc.stdout:
             lines.append(line)
             if line.startswith("[worker 1] READY pid "):
-                os.kill(int(line.split()[-1]), signal.SIGKILL)  # worker 1 is a child of our launcher
+                time.sleep(wait)
+                os.kill(int(line.split()[-1]), signal.SIGKILL)
                 break
             assert time.monotonic() < end, "workers never got ready"
     finally:
         out = "".join(lines) + _finish(proc)
     assert proc.returncode == 128 + signal.SIGKILL, out
+    return out
+
+
+def test_kill_9_during_all_reduce_makes_survivors_name_the_worker(path):
+    out = _launch_and_kill_worker_1(3, "slow_all_reduce")
     assert "[launch] worker 1 exited with signal SIGKILL" in out
     for survivor in (0, 2):  # each ended on its own, with the named error, before the launcher's stop
         assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
@@ -162,21 +170,7 @@ def test_kill_9_during_all_reduce_makes_survivors_name_the_worker(path):
 
 def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keeps_the_chiefs_checkpoint(tmp_path,
                                                                                                        path):
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", "2", PROGRAMS,
-                             "saving_loop", str(tmp_path / "ckpt")], env=_env(MIRRORLAB_HEARTBEAT_TIMEOUT=2),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, end = [], time.monotonic() + LIMIT
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("[worker 1] READY pid "):
-                time.sleep(random.uniform(0.0, 0.2))  # somewhere in the following saves
-                os.kill(int(line.split()[-1]), signal.SIGKILL)
-                break
-            assert time.monotonic() < end, "workers never got ready"
-    finally:
-        out = "".join(lines) + _finish(proc)
-    assert proc.returncode == 128 + signal.SIGKILL, out
+    out = _launch_and_kill_worker_1(2, "saving_loop", str(tmp_path / "ckpt"), wait=random.uniform(0.0, 0.2))
     assert "[worker 0] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
            "(/job:worker/replica:0/task:1" in out, out
     import mirrorlab.tf as tf  # the chief's directory still holds a complete, readable latest checkpoint

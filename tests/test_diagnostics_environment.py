@@ -96,7 +96,7 @@ def test_malformed_fingerprints(here: dict[str, Any]) -> None:
 def test_single_host_traps(here: dict[str, Any]) -> None:
     loopback = _variant(here, addresses=["127.0.1.1"])
     assert "ML-ENV-009" in {f.code for f in check_fingerprint("h", loopback)}
-    assert "ML-ENV-009" not in {f.code for f in check_fingerprint("h", _variant(here, addresses=["10.1.2.3"]))}
+    assert "ML-ENV-009" not in {f.code for f in check_fingerprint("h", _variant(here, addresses=["192.0.2.13"]))}
     broken = _variant(here, cuda={"cupy": "13.6.0", "error": "driverGetVersion: CUDARuntimeError: no driver",
                                   "driver": None, "runtime": None, "nccl": None, "device_count": 0})
     assert "ML-ENV-010" in {f.code for f in check_fingerprint("h", broken)}

@@ -57,8 +57,8 @@ SINGLE_CASES: dict[str, tuple[str, str]] = {
                    cfg(cluster={"chief": ["h0:2222"], "worker": ["h1:2222"]})),
     "ML-CFG-028": (cfg(cluster={"worker": ["localhost:2222", "h1:2222"]}),
                    cfg(cluster={"worker": ["localhost:2222", "127.0.0.1:2223"]})),
-    "ML-CFG-029": (cfg(cluster={"worker": ["h0:2222", "10.0.0.1:2222"]}),
-                   cfg(cluster={"worker": ["10.0.0.2:2222", "10.0.0.1:2222"]})),
+    "ML-CFG-029": (cfg(cluster={"worker": ["h0:2222", "192.0.2.11:2222"]}),
+                   cfg(cluster={"worker": ["192.0.2.12:2222", "192.0.2.11:2222"]})),
 }
 
 
