@@ -204,18 +204,17 @@ class Scheduler:
         self._live -= 1
         if self._on_hang is not None:
             self._on_hang(thread, seconds)
-        nxt = self._pick()
-        if nxt is None:
-            self.current = None
-            self._all_done.set()
-            return
-        self._hand_to(nxt)
+        self._pass_on()
 
     def _exit(self, me: SimThread) -> None:
         if me.state == "hung":  # given up by the watchdog: no longer part of the schedule
             return
         me.state = "done"
         self._live -= 1
+        self._pass_on()
+
+    def _pass_on(self) -> None:
+        """Hand the baton to the next runnable thread, or mark the run finished when none is left."""
         nxt = self._pick()
         if nxt is None:
             self.current = None
