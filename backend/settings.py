@@ -9,11 +9,14 @@ from dataclasses import dataclass
 
 from .tls import TlsFiles
 
-__all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR"]
+__all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
+           "RENDEZVOUS_DEFAULT_S", "HEARTBEAT_DEFAULT_S", "seconds_setting"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
 HEARTBEAT_VAR = "MIRRORLAB_HEARTBEAT_TIMEOUT"
+RENDEZVOUS_DEFAULT_S = 60.0
+HEARTBEAT_DEFAULT_S = 5.0
 BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
 DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
 
@@ -37,11 +40,13 @@ class BackendSettings:
             raise ValueError(f"{TOKEN_VAR} is not set: every worker of a real cluster must hold the same secret "
                              "cluster token. Fix: start the workers with `mirrorlab launch` (it makes one), or set "
                              f"{TOKEN_VAR} to the same random string on every worker.")
-        return BackendSettings(token, _seconds(environ, RENDEZVOUS_VAR, 60.0), _seconds(environ, HEARTBEAT_VAR, 5.0),
+        return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S),
+                               seconds_setting(environ, HEARTBEAT_VAR, HEARTBEAT_DEFAULT_S),
                                environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ))
 
 
-def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+def seconds_setting(environ: Mapping[str, str], name: str, default: float) -> float:
+    """The finite, positive seconds the variable ``name`` sets (``default`` when unset); ValueError naming it."""
     raw = environ.get(name)
     if raw is None or raw == "":
         return default
@@ -49,7 +54,7 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
+    if not 0 < value < float("inf"):
         raise ValueError(f"{name}={raw!r} is not a positive number of seconds. Fix: e.g. {name}={default:g}.")
     return value
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from mirrorlab.backend.settings import (HEARTBEAT_DEFAULT_S, HEARTBEAT_VAR, RENDEZVOUS_DEFAULT_S, RENDEZVOUS_VAR,
+                                       seconds_setting)
 from mirrorlab.diagnostics.findings import Finding, Severity, register_code
 
 __all__ = ["TIMEOUTS_OUT_OF_ORDER", "BAD_TIMEOUT", "LIVENESS_SKEW", "RENDEZVOUS_VAR", "HEARTBEAT_VAR",
@@ -22,8 +24,6 @@ BAD_TIMEOUT = register_code("ML-LIVE-002", "a timeout setting is not a positive 
 LIVENESS_SKEW = register_code("ML-LIVE-004", "workers disagree on the heartbeat or rendezvous timeout")
 
 #: The real backend's variables (backend/settings.py) and their defaults, seconds.
-RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S = "MIRRORLAB_RENDEZVOUS_TIMEOUT", 60.0
-HEARTBEAT_VAR, HEARTBEAT_DEFAULT_S = "MIRRORLAB_HEARTBEAT_TIMEOUT", 5.0
 #: The variables each fingerprint carries, so that peers can check both sides of every pair agree.
 LIVENESS_VARS = (RENDEZVOUS_VAR, HEARTBEAT_VAR)
 _DEFAULTS = {RENDEZVOUS_VAR: RENDEZVOUS_DEFAULT_S, HEARTBEAT_VAR: HEARTBEAT_DEFAULT_S}
@@ -61,17 +61,13 @@ def check_timeouts(own: str, connect_s: float, collective_s: float | None = None
 
 
 def _seconds(own: str, environ: Mapping[str, str], name: str, default: float, findings: list[Finding]) -> float:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
+    """The backend's reading of ``name`` (``seconds_setting``); NaN with an ML-LIVE finding where it would refuse."""
     try:
-        value = float(raw)
+        return seconds_setting(environ, name, default)
     except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        findings.append(Finding(BAD_TIMEOUT, Severity.ERROR, (own,), f"{name}={raw!r} is not a positive number of "
-                                "seconds", f"{name} in {own}'s environment", f"Set e.g. {name}={default:g}."))
-    return value
+        findings.append(Finding(BAD_TIMEOUT, Severity.ERROR, (own,), f"{name}={environ[name]!r} is not a positive "
+                                "number of seconds", f"{name} in {own}'s environment", f"Set e.g. {name}={default:g}."))
+        return float("nan")
 
 
 def compare_liveness(fingerprints: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Finding]:
