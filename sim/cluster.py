@@ -7,13 +7,14 @@ interleaving, the fault decisions and therefore the results and the trace; failu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mirrorlab import errors
@@ -63,6 +64,8 @@ class SimConfig:
     check_mirrors: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "faults", tuple(self.faults))  # any sequence; kept as a tuple (hashable, replayable)
+        object.__setattr__(self, "setups", tuple(self.setups))
         check_count("SimCluster", "trace_keep", self.trace_keep, 1,
                     f"give how many trace events to keep in memory, e.g. {TRACE_KEEP} (the default), or None to keep "
                     "all.", optional=True)
@@ -111,10 +114,7 @@ class SimConfig:
         """``SimCluster(...)`` text that rebuilds this configuration."""
         defaults = SimConfig(self.workers)
         parts = [f"workers={self.workers}"]
-        for name in ("devices_per_worker", "seed", "chief", "faults", "heartbeat_timeout", "latency",
-                     "bandwidth", "device_type", "watchdog",
-                     "trace_values", "setups",
-                     "trace_keep", "trace_file", "check_mirrors"):
+        for name in (f.name for f in dataclasses.fields(self)[1:]):  # every setting after workers, in order
             value = getattr(self, name)
             if name == "seed" or value != getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -412,27 +412,11 @@ class SimCluster:
     with aggregation NONE) raises ``MirroredCopiesDifferError``, on a worker or across workers (False: TF's silence).
     """
 
-    workers: int
-    devices_per_worker: int = 1
-    seed: int = 0
-    chief: bool = False
-    faults: Sequence[Fault] = field(default_factory=tuple)
-    heartbeat_timeout: float = 10.0
-    latency: float = 0.0
-    bandwidth: float | None = None
-    device_type: str = "CPU"
-    watchdog: float | None = 5.0
-    trace_values: bool = False
-    setups: Sequence[WorkerSetup] = field(default_factory=tuple)
-    trace_keep: int | None = TRACE_KEEP
-    trace_file: str | None = None
-    check_mirrors: bool = True
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.config = SimConfig(*args, **options)
 
-    def __post_init__(self) -> None:
-        self.config = SimConfig(self.workers, self.devices_per_worker, self.seed, self.chief, tuple(self.faults),
-                                self.heartbeat_timeout, self.latency, self.bandwidth, self.device_type,
-                                self.watchdog, self.trace_values, tuple(self.setups),
-                                self.trace_keep, self.trace_file, self.check_mirrors)
+    def __repr__(self) -> str:
+        return self.config.constructor()
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
         """Run ``program(*args, **kwargs)`` on every simulated worker; never hangs."""
