@@ -92,7 +92,7 @@ def test_object_arrays_are_never_sent():
 @given(frame=st.binary(max_size=300), chunk=st.integers(1, 64))
 def test_split_pieces_reassemble_into_the_frame(frame, chunk):
     pieces = wire.split(frame, chunk)
-    assert all(len(p) <= chunk + 1 for p in pieces)
+    assert all(len(p) <= chunk + wire.PIECE_OVERHEAD for p in pieces)
     joiner = wire.Reassembler()
     assert [joiner.feed(p) for p in pieces] == [None] * (len(pieces) - 1) + [frame]
 
