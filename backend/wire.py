@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,16 +149,15 @@ def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:
     return Frame(kind, group, message=Message(header, array))
 
 
-def split(frame: Buffer | list[Buffer], chunk: int = CHUNK_BYTES) -> list[bytes]:
-    """The stream items of ``frame`` (bytes, or its parts from ``message_parts``): pieces of at most ``chunk``
-    frame bytes, each after a flag byte (first of several with the frame's length, more, or last)."""
+def split(frame: Buffer | list[Buffer], chunk: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The stream items of ``frame`` (bytes, or its parts from ``message_parts``), cut as they are taken, so
+    the first can travel while the rest are cut: pieces of at most ``chunk`` frame bytes, each after a flag
+    byte (first of several with the frame's length, more, or last)."""
     parts = [memoryview(p).cast("B") for p in ([frame] if isinstance(frame, (bytes, memoryview)) else frame)]
     total = sum(len(p) for p in parts)
-    pieces = []
     for start in range(0, max(total, 1), chunk):
         flag = _LAST if start + chunk >= total else (_FIRST + _LENGTH.pack(total) if start == 0 else _MORE)
-        pieces.append(b"".join([flag, *_window(parts, start, start + chunk)]))
-    return pieces
+        yield b"".join([flag, *_window(parts, start, start + chunk)])
 
 
 def _window(parts: list[memoryview], start: int, end: int) -> list[memoryview]:
