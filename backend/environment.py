@@ -97,7 +97,8 @@ class BackendEnvironment(LocalEnvironment):
         addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
         self.transport_name = choose_transport(addresses)
         self._settings = settings
-        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls)
+        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls,
+                        keepalive=settings.keepalive)
         node.local_state = self.describe_state
         node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
