@@ -19,7 +19,7 @@ from mirrorlab.diagnostics.findings import Finding, Severity
 from mirrorlab.diagnostics.trace_hang import FIX_DIED, FIX_STOPPED, FIX_STUCK, NEVER_ENTERED, STUCK_INSIDE, WORKER_DIED
 from mirrorlab.diagnostics.trace_verdict import majority, workers_text
 
-__all__ = ["Position", "Liveness", "WorkerView", "check_live_hang"]
+__all__ = ["Position", "Liveness", "WorkerView", "FIX_SILENT", "check_live_hang"]
 
 _MAX_TEXT = 300  # a peer's description of its collective or call site is cut to this
 
@@ -90,6 +90,17 @@ _DEAD_WORDS = {Liveness.GONE: "died: its port refuses connections, so its proces
                                 "the network"}
 
 
+FIX_SILENT = ("Look at worker {w} itself: stopped (SIGSTOP, a debugger: resume it), busy in code that holds Python's "
+              "GIL (`py-spy dump --pid` shows where), or cut off from its peers (`mirrorlab preflight` on every worker "
+              "shows a firewall); raise MIRRORLAB_HEARTBEAT_TIMEOUT if it only answers late.")
+
+
+def _fix_for_dead(by_rank: dict[int, WorkerView], dead: list[int]) -> str:
+    """FIX_DIED when a dead worker's process is gone, FIX_SILENT when every one only stopped answering."""
+    gone = any(by_rank[w].liveness is Liveness.GONE for w in dead)
+    return (FIX_DIED if gone else FIX_SILENT).format(w=", ".join(map(str, dead)))
+
+
 def check_live_hang(views: Sequence[WorkerView]) -> list[Finding]:
     """The hang finding for one collective group, from every worker's view (this worker's own included)."""
     by_rank = {v.rank: v for v in views}
@@ -134,7 +145,7 @@ def _never_entered(by_rank: dict[int, WorkerView], lagging: list[WorkerView]) ->
     if dead:
         words = "; ".join(f"worker {w} {_DEAD_WORDS[by_rank[w].liveness]}" for w in dead)
         return Finding(WORKER_DIED, Severity.ERROR, tuple(by_rank[w].label for w in dead), f"{message} {words}.",
-                       evidence, FIX_DIED.format(w=", ".join(map(str, dead))))
+                       evidence, _fix_for_dead(by_rank, dead))
     they = "it is" if len(laggards) == 1 else "they are"
     said = [f"{workers_text(laggards)} still answer{'s' if len(laggards) == 1 else ''} heartbeats: {they} alive but "
             "stopped calling collectives, or busy elsewhere (a long save, evaluation or input) - stuck, not dead."]
@@ -176,7 +187,7 @@ def _inside(by_rank: dict[int, WorkerView]) -> Finding:
         return Finding(WORKER_DIED, Severity.ERROR, tuple(by_rank[w].label for w in dead),
                        f"{workers_text(waiting)} wait in {position.describe()} for data from "
                        f"{workers_text(dead)}, whose last heartbeat said it was at #{by_rank[dead[0]].reached}; "
-                       f"{words}.", evidence, FIX_DIED.format(w=", ".join(map(str, dead))))
+                       f"{words}.", evidence, _fix_for_dead(by_rank, dead))
     message = f"{workers_text(stuck)} entered {position.describe()} and never completed it"
     if passed:
         message += f", which {workers_text(passed)} completed"

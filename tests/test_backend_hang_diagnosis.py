@@ -79,8 +79,9 @@ def test_a_worker_that_ends_early_is_named_finished(tmp_path: Path) -> None:
     assert "No majority: worker 0 against worker 1" in finding  # two workers: a tie, never blamed on the first
 
 
-def test_a_killed_worker_is_named_dead_where_it_stopped(tmp_path: Path) -> None:
-    proc = _launch(tmp_path, 3, "sleep")
+@pytest.mark.parametrize("transport", ["grpc", pytest.param("shm", marks=pytest.mark.slow)])
+def test_a_killed_worker_is_named_dead_where_it_stopped(tmp_path: Path, transport: str) -> None:
+    proc = _launch(tmp_path, 3, "sleep", transport)
     out = _finish(proc, _signal_worker_1_when_ready(proc, signal.SIGKILL))
     for survivor in (0, 2):
         assert f"[worker {survivor}] mirrorlab.errors.UnavailableError: Collective ops is aborted by: " in out, out

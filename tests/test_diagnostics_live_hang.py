@@ -41,7 +41,8 @@ def test_dead_and_silent_workers_are_told_apart() -> None:
     assert gone.code == "ML-TRC-011" and "worker 1 died: its port refuses connections" in gone.message
     [silent] = check_live_hang([_view(0, entered=5), _view(1, Liveness.SILENT, completed=4)])
     assert silent.code == "ML-TRC-011" and "worker 1 stopped answering" in silent.message
-    assert "died" not in silent.message
+    assert "died" not in silent.message and silent.fix.startswith("Look at worker 1 itself: stopped (SIGSTOP")
+    assert gone.fix.startswith("Read worker 1's own log")
 
 
 def test_a_worker_that_died_inside_the_collective() -> None:
