@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
-PROGRAMS = str(Path(__file__).parent / "backend_programs.py")
-LIMIT = 60  # no test process may outlive this many seconds
+from test_backend_processes import LIMIT, PROGRAMS, _finish as finish_process
 
 
 def _launch(tmp_path: Path, workers: int, mode: str, transport: str = "grpc") -> subprocess.Popen:
@@ -27,18 +26,9 @@ def _launch(tmp_path: Path, workers: int, mode: str, transport: str = "grpc") ->
                             stderr=subprocess.STDOUT, text=True)
 
 
-def _finish(proc: subprocess.Popen, lines: list[str] = ()) -> str:
-    """The launcher's whole output once it ends (terminated, then killed, past ``LIMIT``)."""
-    try:
-        return "".join(lines) + proc.communicate(timeout=LIMIT)[0]
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            out = proc.communicate(timeout=10)[0]
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out = proc.communicate()[0]
-        pytest.fail(f"the launcher did not end within {LIMIT} s; its output:\n{''.join(lines)}{out[-8000:]}")
+def _finish(proc: subprocess.Popen, lines: Sequence[str] = ()) -> str:
+    """The launcher's whole output (``lines`` already read, then the rest) once it ends, bounded in time."""
+    return "".join(lines) + finish_process(proc, LIMIT)
 
 
 def _signal_worker_1_when_ready(proc: subprocess.Popen, sig: int) -> list[str]:
