@@ -145,7 +145,7 @@ class BackendEnvironment(LocalEnvironment):
     def progress(self) -> dict:
         """Per collective group (its number as a string), the collective completed last and the one in progress:
         what a Ping reply tells peers, so that a peer whose collective fails can say who never entered it."""
-        return {str(group): group_progress(comm) for group, comm in list(self._group_comms.items())}
+        return {str(group): group_progress(comm, self.recorder) for group, comm in list(self._group_comms.items())}
 
     def hang_findings(self, group: int) -> list[Finding]:
         """Why collective group ``group`` hangs, from this worker's state and every peer's answer to a ping sent
@@ -154,7 +154,7 @@ class BackendEnvironment(LocalEnvironment):
             return []
         comm = self._group_comms[group]
         timeout = min(1.0, self._settings.heartbeat_timeout / 5)
-        return check_live_hang(worker_views(group, comm, comm.names, self._heartbeats, timeout))
+        return check_live_hang(worker_views(group, comm, self.recorder, comm.names, self._heartbeats, timeout))
 
     def fail(self, exc: BaseException) -> None:
         """Abort every group on every peer with this worker's unhandled error, and dump the flight recorder."""

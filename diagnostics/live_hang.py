@@ -59,7 +59,8 @@ class Liveness(str, Enum):
 @dataclass(frozen=True)
 class WorkerView:
     """One worker as this worker sees it: ``label`` (``worker:1``), liveness, the last collective it completed and
-    the one it is in (its own report, or the last one it gave), and ``detail``: how that was learned."""
+    the one it is in (its own report, or the last one it gave), ``detail`` (how that was learned) and ``idle_s``: how
+    many seconds before its report it completed that last collective (from its flight recorder; None: unknown)."""
 
     rank: int
     label: str
@@ -67,6 +68,7 @@ class WorkerView:
     completed: Position | None = None
     entered: Position | None = None
     detail: str = ""
+    idle_s: float | None = None
 
     @property
     def reached(self) -> int:
@@ -77,8 +79,9 @@ class WorkerView:
 
     def line(self) -> str:
         """One evidence line: who, whether alive and how we know, and where it is."""
+        ago = f" (completed {self.idle_s:.1f} s before it said so)" if self.idle_s is not None else ""
         where = (f"in {self.entered.describe()}" if self.entered else
-                 f"after {self.completed.describe()}" if self.completed else "in no collective yet")
+                 f"after {self.completed.describe()}{ago}" if self.completed else "in no collective yet")
         how = f" ({self.detail})" if self.detail else ""
         return f"worker {self.rank} ({self.label}): {self.liveness.value}{how}; {where}"
 
@@ -147,8 +150,11 @@ def _never_entered(by_rank: dict[int, WorkerView], lagging: list[WorkerView]) ->
         return Finding(WORKER_DIED, Severity.ERROR, tuple(by_rank[w].label for w in dead), f"{message} {words}.",
                        evidence, _fix_for_dead(by_rank, dead))
     they = "it is" if len(laggards) == 1 else "they are"
-    said = [f"{workers_text(laggards)} still answer{'s' if len(laggards) == 1 else ''} heartbeats: {they} alive but "
-            "stopped calling collectives, or busy elsewhere (a long save, evaluation or input) - stuck, not dead."]
+    idle = [by_rank[w].idle_s for w in laggards if by_rank[w].idle_s is not None]
+    since = f" and has called no collective for {min(idle):.1f} s" if idle else ""
+    said = [f"{workers_text(laggards)} still answer{'s' if len(laggards) == 1 else ''} heartbeats{since}: {they} "
+            "alive but stopped calling collectives, or busy elsewhere (a long save, evaluation or input) - stuck, "
+            "not dead."]
     verdict = majority([laggards, ahead])
     if verdict.suspects and set(verdict.suspects) == set(ahead):
         said.append(f"Only a minority entered #{nxt}: a collective that only {workers_text(ahead)} "

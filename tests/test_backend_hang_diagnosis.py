@@ -57,7 +57,8 @@ def test_a_worker_that_skips_a_collective_is_named_alive_by_the_survivors(tmp_pa
         assert ("ML-TRC-010 error [worker:1]: worker 1 last completed all_reduce(SUM) float32[4] #3 at "
                 "backend_programs.py:") in finding, out
         assert "never entered #4, which workers 0, 2 entered at backend_programs.py:" in finding
-        assert "worker 1 still answers heartbeats: it is alive" in finding and "Majority rule: worker 1" in finding
+        assert "worker 1 still answers heartbeats and has called no collective for " in finding  # its recorder
+        assert "s: it is alive but stopped calling collectives" in finding and "Majority rule: worker 1" in finding
         assert f"[worker {survivor}]   Worker {survivor}'s flight recorder is written to {tmp_path}" in out
 
 

@@ -25,6 +25,13 @@ def test_an_alive_worker_that_never_entered_is_named_by_majority() -> None:
     assert "worker 1 (worker:1): alive; after" in f.evidence
 
 
+def test_how_long_an_alive_worker_has_called_no_collective() -> None:
+    idle = WorkerView(1, "worker:1", Liveness.ALIVE, Position(4, AR, "t.py:1"), idle_s=12.25)
+    [f] = check_live_hang([_view(0, entered=5), idle, _view(2, entered=5)])
+    assert "worker 1 still answers heartbeats and has called no collective for 12.2 s: it is alive" in f.message
+    assert f"worker 1 (worker:1): alive; after {AR} #4 at t.py:1 (completed 12.2 s before it said so)" in f.evidence
+
+
 def test_a_collective_only_the_chief_calls_blames_the_minority() -> None:
     [f] = check_live_hang([_view(0, entered=5), _view(1, completed=4), _view(2, completed=4)])
     assert f.code == "ML-TRC-010" and f.workers == ("worker:0",)
