@@ -96,3 +96,17 @@ def test_a_stopped_worker_is_named_silent_not_dead(tmp_path: Path) -> None:
     findings = _finding_lines(out, 0) + _finding_lines(out, 2)
     assert findings and all("ML-TRC-011 error [worker:1]" in f and "worker 1 stopped answering" in f
                             for f in findings), out
+
+
+def test_the_diagnosis_benchmark_runs() -> None:
+    """benchmarks/bench_hang_diagnosis.py at tiny sizes (speed itself is never asserted)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_hang_diagnosis.py"
+    spec = importlib.util.spec_from_file_location("bench_hang_diagnosis", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    overhead = bench.wrapper_overhead(calls=50, repeats=2)
+    assert {k: len(v) for k, v in overhead.items()} == {"bare": 2, "wrapped": 2}
+    probes = bench.probe_seconds(peers=1, repeats=2)
+    assert len(probes) == 2 and all(0 < t < 1.0 for t in probes)
