@@ -46,9 +46,10 @@ _DEFAULTS = {RENDEZVOUS_VAR: RENDEZVOUS_DEFAULT_S, HEARTBEAT_VAR: HEARTBEAT_DEFA
 
 def check_timeouts(own: str, connect_s: float, collective_s: float | None = None, job_s: float | None = None,
                    environ: Mapping[str, str] = os.environ) -> list[Finding]:
-    """Findings for this task's timeouts: ``connect_s`` (the per-connection deadline), the backend's rendezvous and
-    heartbeat timeouts from ``environ``, ``collective_s`` (CommunicationOptions.timeout_seconds; None: none) and
-    ``job_s`` (the job's own deadline; None: none)."""
+    """Findings for this task's timeouts: ``connect_s`` (the per-connection deadline), the backend's rendezvous,
+    heartbeat and keepalive settings from ``environ``, ``collective_s`` (CommunicationOptions.timeout_seconds; None:
+    none) and ``job_s`` (the job's own deadline; None: none); then ``check_keepalive`` of the gRPC options the backend
+    builds from those keepalive values."""
     findings: list[Finding] = []
     rendezvous_s = _seconds(own, environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S, findings)
     heartbeat_s = _seconds(own, environ, HEARTBEAT_VAR, HEARTBEAT_DEFAULT_S, findings)
