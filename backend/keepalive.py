@@ -43,7 +43,8 @@ class Keepalive:
     def server_options(self) -> list[tuple[str, int]]:
         """Server arguments: accept the clients' pings (no GOAWAY "too_many_pings"), and ping idle clients too."""
         floor = _ms(SERVER_MIN_PING_INTERVAL_S)
-        return [("grpc.http2.min_ping_interval_without_data_ms", floor), ("grpc.http2.min_time_between_pings_ms", floor),
+        return [("grpc.http2.min_ping_interval_without_data_ms", floor),
+                ("grpc.http2.min_time_between_pings_ms", floor),
                 ("grpc.keepalive_permit_without_calls", 1), ("grpc.keepalive_time_ms", _ms(self.time_s)),
                 ("grpc.keepalive_timeout_ms", _ms(self.timeout_s))]
 

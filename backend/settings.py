@@ -52,8 +52,8 @@ class BackendSettings:
         if keepalive.time_s < SERVER_MIN_PING_INTERVAL_S:
             raise ValueError(f"{KEEPALIVE_TIME_VAR}={keepalive.time_s:g} pings more often than mirrorlab's servers "
                              f"accept ({SERVER_MIN_PING_INTERVAL_S:g} s): they would close the connection with GOAWAY "
-                             f"'too_many_pings'. Fix: set {KEEPALIVE_TIME_VAR} to at least {SERVER_MIN_PING_INTERVAL_S:g}"
-                             f" or raise {HEARTBEAT_VAR}.")
+                             f"'too_many_pings'. Fix: set {KEEPALIVE_TIME_VAR} to at least "
+                             f"{SERVER_MIN_PING_INTERVAL_S:g} or raise {HEARTBEAT_VAR}.")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
                                environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive)
 

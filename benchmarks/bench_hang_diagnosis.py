@@ -100,7 +100,8 @@ def main() -> None:
     args = parser.parse_args()
     overhead = wrapper_overhead(args.calls, args.repeats)
     for name, times in overhead.items():
-        print(f"{name:8s} send+recv pair: min {min(times) * 1e9:7.0f} ns, median {statistics.median(times) * 1e9:7.0f} ns")
+        print(f"{name:8s} send+recv pair: min {min(times) * 1e9:7.0f} ns, "
+              f"median {statistics.median(times) * 1e9:7.0f} ns")
     added = [w - b for b, w in zip(overhead["bare"], overhead["wrapped"])]
     print(f"added by DiagnosedTransport: median {statistics.median(added) * 1e9:.0f} ns per pair; wrapped/bare ratio "
           f"min {min(overhead['wrapped']) / min(overhead['bare']):.2f}, median "

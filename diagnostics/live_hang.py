@@ -77,13 +77,18 @@ class WorkerView:
             return self.entered.seq
         return self.completed.seq if self.completed is not None else 0
 
+    def place(self) -> str:
+        """``in X #5 at site``, ``after X #4 at site`` or ``in no collective yet``."""
+        if self.entered is not None:
+            return f"in {self.entered.describe()}"
+        return f"after {self.completed.describe()}" if self.completed is not None else "in no collective yet"
+
     def line(self) -> str:
         """One evidence line: who, whether alive and how we know, and where it is."""
-        ago = f" (completed {self.idle_s:.1f} s before it said so)" if self.idle_s is not None else ""
-        where = (f"in {self.entered.describe()}" if self.entered else
-                 f"after {self.completed.describe()}{ago}" if self.completed else "in no collective yet")
+        known = self.idle_s is not None and self.entered is None
+        ago = f" (completed {self.idle_s:.1f} s before it said so)" if known else ""
         how = f" ({self.detail})" if self.detail else ""
-        return f"worker {self.rank} ({self.label}): {self.liveness.value}{how}; {where}"
+        return f"worker {self.rank} ({self.label}): {self.liveness.value}{how}; {self.place()}{ago}"
 
 
 _DEAD_WORDS = {Liveness.GONE: "died: its port refuses connections, so its process has exited (killed, out of memory, "
@@ -188,12 +193,14 @@ def _inside(by_rank: dict[int, WorkerView]) -> Finding:
     evidence = "\n".join(by_rank[w].line() for w in sorted(by_rank))
     dead = [w for w in sorted(by_rank) if by_rank[w].liveness in _DEAD_WORDS]
     if dead:
-        words = "; ".join(f"worker {w} {_DEAD_WORDS[by_rank[w].liveness]}" for w in dead)
+        said = [f"worker {w} was last reported {by_rank[w].place()}; worker {w} {_DEAD_WORDS[by_rank[w].liveness]}."
+                for w in dead]
         waiting = [w for w in stuck if w not in dead]
-        return Finding(WORKER_DIED, Severity.ERROR, tuple(by_rank[w].label for w in dead),
-                       f"{workers_text(waiting)} wait in {position.describe()} for data from "
-                       f"{workers_text(dead)}, whose last heartbeat said it was at #{by_rank[dead[0]].reached}; "
-                       f"{words}.", evidence, _fix_for_dead(by_rank, dead))
+        if waiting:
+            said.append(f"{workers_text(waiting)} wait{'s' if len(waiting) == 1 else ''} in {position.describe()} "
+                        f"for {'its' if len(dead) == 1 else 'their'} data.")
+        return Finding(WORKER_DIED, Severity.ERROR, tuple(by_rank[w].label for w in dead), " ".join(said), evidence,
+                       _fix_for_dead(by_rank, dead))
     message = f"{workers_text(stuck)} entered {position.describe()} and never completed it"
     if passed:
         message += f", which {workers_text(passed)} completed"

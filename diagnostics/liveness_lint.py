@@ -64,7 +64,8 @@ def check_timeouts(own: str, connect_s: float, collective_s: float | None = None
     rules = [(connect_s >= heartbeat_s, f"the connect deadline ({connect_s:g} s) is not below {HEARTBEAT_VAR} "
               f"({heartbeat_s:g} s)", "a peer that is merely slow to connect is reported lost",
               f"Raise {HEARTBEAT_VAR} above the connect deadline (or lower --timeout)."),
-             (heartbeat_s > connect_s >= noticed, f"the connect deadline ({connect_s:g} s) is not below {keepalive_text}",
+             (heartbeat_s > connect_s >= noticed,
+              f"the connect deadline ({connect_s:g} s) is not below {keepalive_text}",
               "a connection attempt outlasts a keepalive round, so keepalive cannot tell a dead connection from a "
               "slow connect", f"Lower --timeout below {noticed:g} s or raise {KEEPALIVE_TIME_VAR}."),
              (noticed >= heartbeat_s, f"{keepalive_text} is not below {HEARTBEAT_VAR} ({heartbeat_s:g} s)",

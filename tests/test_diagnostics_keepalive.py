@@ -55,8 +55,9 @@ def test_a_client_without_keepalive_or_one_that_stops_pinging_is_named() -> None
 
 
 @pytest.mark.parametrize("environ, connect, words", [
-    ({"MIRRORLAB_KEEPALIVE_TIME": "8"}, 1.0, "gRPC keepalive (MIRRORLAB_KEEPALIVE_TIME 8 s + MIRRORLAB_KEEPALIVE_TIMEOUT "
-                                             "1 s = 9 s) is not below MIRRORLAB_HEARTBEAT_TIMEOUT (5 s)"),
+    ({"MIRRORLAB_KEEPALIVE_TIME": "8"}, 1.0,
+     "gRPC keepalive (MIRRORLAB_KEEPALIVE_TIME 8 s + MIRRORLAB_KEEPALIVE_TIMEOUT 1 s = 9 s) is not below "
+     "MIRRORLAB_HEARTBEAT_TIMEOUT (5 s)"),
     ({}, 3.5, "the connect deadline (3.5 s) is not below gRPC keepalive"),
 ])
 def test_keepalive_out_of_order_is_named(environ: dict, connect: float, words: str) -> None:

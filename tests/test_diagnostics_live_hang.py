@@ -55,7 +55,8 @@ def test_dead_and_silent_workers_are_told_apart() -> None:
 def test_a_worker_that_died_inside_the_collective() -> None:
     [f] = check_live_hang([_view(0, entered=5), _view(1, Liveness.GONE, entered=5), _view(2, entered=5)])
     assert f.code == "ML-TRC-011" and f.workers == ("worker:1",)
-    assert f.message.startswith(f"workers 0, 2 wait in {AR} #5 at train.py:9 for data from worker 1")
+    assert f.message.startswith(f"worker 1 was last reported in {AR} #5 at train.py:9; worker 1 died: its port")
+    assert f.message.endswith(f"workers 0, 2 wait in {AR} #5 at train.py:9 for its data.")
 
 
 def test_all_alive_inside_one_collective_is_stuck_not_missing() -> None:
@@ -89,3 +90,27 @@ def test_a_peers_reported_position_is_taken_only_when_well_formed(raw: object) -
     assert position is None or (position.seq >= 1 and position.to_json() == [raw[0], raw[1][:300], raw[2][:300]])
     assert Position.from_json([3, AR, "t.py:1"]) == Position(3, AR, "t.py:1")
     assert Position.from_json([True, AR, "t.py:1"]) is None and Position.from_json([0, AR, "t.py:1"]) is None
+
+
+@st.composite
+def _views(draw: st.DrawFn) -> list[WorkerView]:
+    """2-5 workers, each alive, finished, gone or silent, having completed some collective and maybe in the next."""
+    views = []
+    for rank in range(draw(st.integers(2, 5))):
+        completed = draw(st.integers(0, 4))
+        entered = completed + 1 if draw(st.booleans()) else 0
+        views.append(_view(rank, draw(st.sampled_from(list(Liveness))), completed, entered,
+                           draw(st.sampled_from(["a.py:1", "b.py:2"]))))
+    return views
+
+
+@given(_views())
+def test_any_mix_of_views_gives_at_most_one_well_formed_finding(views: list[WorkerView]) -> None:
+    findings = check_live_hang(views)
+    assert len(findings) <= 1
+    for f in findings:
+        assert f.code in {"ML-TRC-010", "ML-TRC-011", "ML-TRC-012"} and f.workers
+        assert set(f.workers) <= {v.label for v in views}
+        assert "workers  " not in f.message and "worker ," not in f.message and f.fix
+    if any(v.entered is not None for v in views) and not findings:
+        assert all(v.liveness is Liveness.FINISHED for v in views if v.entered is not None)
