@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import netns_lab
 from mirrorlab.diagnostics.preflight_merge import merge_reports
-from netns_lab import NetnsLab
+from mirrorlab.scenarios import netns as netns_lab
+from mirrorlab.scenarios.netns import NetnsLab
 
 PORT = 23456
 TIMEOUT_S, WAIT_S, LINGER_S = 1.0, 3.0, 4.0
