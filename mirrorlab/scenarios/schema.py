@@ -190,7 +190,8 @@ def _worker_index(table: _Table, key: str, workers: int) -> int:
 def _fault(table: _Table, workers: int, kinds: tuple[str, ...] = tuple(FAULT_KINDS)) -> Fault:
     kind = table.get("kind", str, fix=f"set kind to one of {', '.join(kinds)}")
     if kind not in kinds:
-        raise table.fail("kind", f"is {kind!r}", f"use one of {', '.join(kinds)}")
+        nested = ", inside a maybe, which wraps one plain fault" if kind in FAULT_KINDS else ""
+        raise table.fail("kind", f"is {kind!r}{nested}", f"use one of {', '.join(kinds)}")
     if kind == "maybe":
         return _maybe(table, workers)
     cls = FAULT_KINDS[kind]

@@ -1,0 +1,121 @@
+"""Scenarios marked ``real = true`` on local worker processes (``mirrorlab scenario run NAME --backend real``): each
+ends as its file says for real runs, through the same verdict, exit statuses, JSON and replay command as on the
+simulator; namespace scenarios skip cleanly where namespaces cannot be made; every run is bounded in time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+from mirrorlab.cli import main
+from mirrorlab.scenarios import find_scenario, load_catalog, load_scenario
+from mirrorlab.scenarios.real_runner import run_real
+
+#: Real runs of a second or two (the rendezvous succeeds or fails at once).
+FAST = ["healthy-2x2-keras-fit", "loss-averaged-over-global-batch", "library-version-skew", "crash-mid-allreduce",
+        "chief-only-collective"]
+#: Real runs that wait for a rendezvous timeout (a worker that never joins, a firewalled port).
+SLOW = ["malformed-tf-config", "task-index-out-of-range", "firewall-cut"]
+
+
+def test_the_catalog_marks_exactly_these_scenarios_real():
+    assert {s.name for s in load_catalog() if s.real} == set(FAST + SLOW)
+
+
+def _run_json(name: str, capsys: pytest.CaptureFixture) -> tuple[int, dict]:
+    status = main(["scenario", "run", name, "--backend", "real", "--json"])
+    return status, json.loads(capsys.readouterr().out)
+
+
+def _check(name: str, capsys: pytest.CaptureFixture) -> dict:
+    status, record = _run_json(name, capsys)
+    if record["skipped"]:
+        assert status == 0
+        pytest.skip(f"{name} on real processes: {record['skipped']}")
+    assert status == 0 and record["ok"], record
+    assert record["backend"] == "real" and record["replay"] == f"mirrorlab scenario replay {name} --seed 0 --backend real"
+    assert all(run["wall_time"] < 30 for run in record["runs"])
+    return record
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_fast_real_scenarios_end_as_expected(name, capsys):
+    record = _check(name, capsys)
+    if name == "crash-mid-allreduce":  # worker 1 was SIGKILLed at its third collective
+        assert record["runs"][0]["workers"][1]["error"] == "ProcessEnded"
+        assert "killed by SIGKILL" in record["runs"][0]["workers"][1]["message"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW)
+def test_slow_real_scenarios_end_as_expected(name, capsys):
+    before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout if name == "firewall-cut" \
+        else ""
+    record = _check(name, capsys)
+    if name == "firewall-cut":
+        assert all("192.0.2." in worker["message"] for worker in record["runs"][0]["workers"])  # in namespaces
+        after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert set(after.split()) <= set(before.split())  # the run's namespaces are gone
+
+
+def test_a_network_scenario_is_skipped_with_the_reason_where_namespaces_cannot_be_made(monkeypatch, capsys):
+    import mirrorlab.scenarios.real_runner as real_runner
+
+    monkeypatch.setattr(real_runner, "unavailable_reason", lambda faults: "creating network namespaces needs root")
+    assert main(["scenario", "run", "firewall-cut", "--backend", "real"]) == 0
+    out = capsys.readouterr().out
+    assert "firewall-cut (seed 0) on real processes: skipped (creating network namespaces needs root)" in out
+    verdict = run_real(find_scenario("firewall-cut"))
+    assert verdict.skipped and not verdict.ok and verdict.runs == []
+
+
+def test_a_scenario_without_a_real_counterpart_exits_2_saying_why(capsys):
+    assert main(["scenario", "run", "localhost-multi-host", "--backend", "real"]) == 2
+    err = capsys.readouterr().err
+    assert "'localhost-multi-host' has no real counterpart (real is not true)" in err and "Fix:" in err
+    assert main(["scenario", "run", "crash-mid-allreduce", "--backend", "real", "--check-determinism"]) == 2
+    assert "--check-determinism compares simulated traces" in capsys.readouterr().err
+
+
+def test_overrides_reach_their_worker_and_a_wrong_expectation_exits_1_with_replay(tmp_path, monkeypatch, capsys):
+    (tmp_path / "my_job.py").write_text(textwrap.dedent("""
+        import os
+        import mirrorlab.tf as tf
+
+        def main():
+            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+            total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+            return {"setting": os.environ.get("MY_SETTING"), "replicas": strategy.num_replicas_in_sync,
+                    "total": float(total)}
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))  # the workers import it through the runner's sys.path
+    path = tmp_path / "mine.toml"
+    path.write_text(textwrap.dedent("""
+        name = "mine"
+        description = "two workers of two devices reduce; the file wrongly claims worker 1 fails"
+        real = true
+        [cluster]
+        workers = 2
+        devices_per_worker = 2
+        [[workers]]
+        worker = 1
+        environ = { MY_SETTING = "on" }
+        [program]
+        function = "my_job:main"
+        [expect]
+        success = true
+        [expect.real]
+        success = false
+        error = "ValueError"
+        workers = [1]
+    """))
+    assert main(["scenario", "run", str(path), "--backend", "real"]) == 1
+    out = capsys.readouterr().out
+    assert "mine (seed 0) on real processes: NOT as expected" in out
+    assert "expected ValueError on some worker, got every worker succeeded" in out
+    assert "worker 0: returned {'setting': None, 'replicas': 4, 'total': 4.0}" in out
+    assert "worker 1: returned {'setting': 'on', 'replicas': 4, 'total': 4.0}" in out
+    assert f"replay: mirrorlab scenario replay {path} --seed 0 --backend real" in out
