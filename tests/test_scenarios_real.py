@@ -16,7 +16,7 @@ from mirrorlab.scenarios.real_runner import run_real
 
 #: Real runs of a second or two (the rendezvous succeeds or fails at once).
 FAST = ["healthy-2x2-keras-fit", "loss-averaged-over-global-batch", "library-version-skew", "crash-mid-allreduce",
-        "chief-only-collective"]
+        "chief-only-collective", "preemption-resumed", "crash-resumed-by-backup-and-restore"]
 #: Real runs that wait for a rendezvous timeout (a worker that never joins, a firewalled port).
 SLOW = ["malformed-tf-config", "task-index-out-of-range", "firewall-cut"]
 
@@ -119,3 +119,47 @@ def test_overrides_reach_their_worker_and_a_wrong_expectation_exits_1_with_repla
     assert "worker 0: returned {'setting': None, 'replicas': 4, 'total': 4.0}" in out
     assert "worker 1: returned {'setting': 'on', 'replicas': 4, 'total': 4.0}" in out
     assert f"replay: mirrorlab scenario replay {path} --seed 0 --backend real" in out
+
+
+def _scenario(tmp_path, name: str, faults: str, steps: int = 3):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(textwrap.dedent(f"""
+        name = "{name}"
+        description = "a two-worker all-reduce with the faults below"
+        real = true
+        [cluster]
+        workers = 2
+        [program]
+        builtin = "allreduce_steps"
+        options = {{ steps = {steps} }}
+        [expect]
+        success = true
+    """) + textwrap.dedent(faults))
+    return load_scenario(path)
+
+
+def test_a_maybe_site_is_enabled_on_real_processes_exactly_when_the_simulator_enables_it(tmp_path):
+    from mirrorlab.sim.randomized_faults import activate
+
+    scenario = _scenario(tmp_path, "maybe-crash", """
+        [[faults]]
+        kind = "maybe"
+        fault = { kind = "crash", worker = 1, at_step = 2 }
+    """)
+    enabled = {seed: bool(activate(scenario.faults, seed).armed) for seed in range(8)}
+    on, off = next(s for s, e in enabled.items() if e), next(s for s, e in enabled.items() if not e)
+    crashed = run_real(scenario, seed=on)
+    assert "killed by SIGKILL" in str(crashed.runs[0][1]) and crashed.reasons, crashed.describe()
+    assert run_real(scenario, seed=off).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ['kind = "drop"\nsrc = 1\ndst = 0', 'kind = "isolate"\nworker = 1'])
+def test_drop_and_isolate_from_the_start_keep_the_rendezvous_from_completing(tmp_path, fault):
+    scenario = _scenario(tmp_path, "netfault", f"[[faults]]\n{fault}\n")
+    verdict = run_real(scenario)
+    if verdict.skipped:
+        pytest.skip(verdict.skipped)
+    errors = verdict.runs[0].errors
+    assert set(errors) == {0, 1}, verdict.describe()
+    assert all("never answered" in str(e) and "192.0.2." in str(e) for e in errors.values())
