@@ -81,7 +81,7 @@ def test_a_scenario_without_a_real_counterpart_exits_2_saying_why(capsys):
 
 
 def test_overrides_reach_their_worker_and_a_wrong_expectation_exits_1_with_replay(tmp_path, monkeypatch, capsys):
-    (tmp_path / "my_job.py").write_text(textwrap.dedent("""
+    (tmp_path / "overrides_job.py").write_text(textwrap.dedent("""
         import os
         import mirrorlab.tf as tf
 
@@ -104,7 +104,7 @@ def test_overrides_reach_their_worker_and_a_wrong_expectation_exits_1_with_repla
         worker = 1
         environ = { MY_SETTING = "on" }
         [program]
-        function = "my_job:main"
+        function = "overrides_job:main"
         [expect]
         success = true
         [expect.real]
@@ -163,3 +163,36 @@ def test_drop_and_isolate_from_the_start_keep_the_rendezvous_from_completing(tmp
     errors = verdict.runs[0].errors
     assert set(errors) == {0, 1}, verdict.describe()
     assert all("never answered" in str(e) and "192.0.2." in str(e) for e in errors.values())
+
+
+def test_all_with_the_real_backend_runs_the_real_ones_with_progress_and_replays_one(monkeypatch, capsys):
+    import mirrorlab.scenarios.command as command
+
+    catalog = [find_scenario("packet-drops"), find_scenario("library-version-skew")]
+    monkeypatch.setattr(command, "load_catalog", lambda: catalog)
+    assert main(["scenario", "run", "--all", "--backend", "real"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["1 scenario(s) marked real = true; 1 run on the simulator only",
+                     "[1/1] ok   library-version-skew (seed 0)"]
+    assert main(["scenario", "replay", "library-version-skew", "--seed", "4", "--backend", "real"]) == 0
+    out = capsys.readouterr().out
+    assert "library-version-skew (seed 4) on real processes: as expected" in out
+    assert "Fix: give every host the same tensorflow" in out  # every worker's full error text
+
+
+def test_a_worker_still_running_at_the_wall_clock_limit_is_killed_by_its_pid(tmp_path, monkeypatch):
+    import mirrorlab.scenarios.real_runner as real_runner
+
+    (tmp_path / "stuck_job.py").write_text("import time\n\ndef main():\n    time.sleep(120)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(real_runner, "RUN_LIMIT_S", 1.0)
+    path = _scenario(tmp_path, "stuck", "").path
+    path.write_text(path.read_text().replace('builtin = "allreduce_steps"', 'function = "stuck_job:main"')
+                    .replace("options = { steps = 3 }", ""))
+    verdict = run_real(load_scenario(path))
+    run = verdict.runs[0]
+    assert run.wall_time < 15
+    assert [e.returncode for e in run.ends] == [-9, -9]
+    assert all("was still running after 1 s (the run's wall-clock limit) and was killed" in str(e)
+               for e in run.errors.values())
+    assert verdict.reasons[0].startswith("expected success, worker 0 failed: ProcessEnded")

@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         left_out = [s.name for s in scenarios if not s.real]
         scenarios = [s for s in scenarios if s.real]
         if not args.json:
-            print(f"{len(scenarios)} scenarios have a real counterpart; {len(left_out)} run on the simulator only")
+            print(f"{len(scenarios)} scenario(s) marked real = true; {len(left_out)} run on the simulator only")
     status = EXIT_MATCH
     for k, scenario in enumerate(scenarios, 1):
         try:
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
             status = EXIT_MISMATCH
         if args.json:
             print(json.dumps(verdict.as_dict()))
-        elif len(scenarios) > 1:
+        elif args.all or len(scenarios) > 1:
             mark = "skip" if verdict.skipped else "ok  " if verdict.ok else "FAIL"
             why = f": {verdict.skipped}" if verdict.skipped else ""
             print(f"[{k}/{len(scenarios)}] {mark} {scenario.name} (seed {verdict.seed}){why}", flush=True)

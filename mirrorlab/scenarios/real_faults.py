@@ -47,11 +47,9 @@ class ProcessHost:
     """What a fault's hooks act on in a real worker process (in place of the simulator's worker environment)."""
 
     worker: int
-    noticed: bool = False
 
     def notice_termination(self) -> None:
         """A preemption notice: the SIGTERM a cloud sends (``PreemptionCheckpointHandler`` catches it)."""
-        self.noticed = True
         os.kill(os.getpid(), signal.SIGTERM)
 
     def stall(self, seconds: float) -> None:
