@@ -105,6 +105,8 @@ def _write(tmp_path: Path, text: str, name: str = "bad") -> Path:
     (lambda t: "real = true\n" + t + '[[faults]]\nkind = "drop"\nsrc = 0\ndst = 1\nafter = 3\n', "'faults[0].kind'",
      "after= counts messages"),
     (lambda t: "real = 1\n" + t, "'real'", "write a bool"),
+    (lambda t: t + "[expect.after_restart]\nsuccess = true\n[expect.after_restart.real]\nsuccess = true\n",
+     "'expect.after_restart.real'", "use one of success"),
 ])
 def test_invalid_files_name_the_file_the_key_and_the_fix(tmp_path, change, key, fix):
     path = _write(tmp_path, change(VALID.format(name="bad")))

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from .catalog import find_scenario, load_catalog
+from .real_runner import run_real
 from .runner import Verdict, run_scenario
 from .schema import Scenario, ScenarioError
 
@@ -51,8 +52,6 @@ def _verdict(scenario: Scenario, args: argparse.Namespace, check_determinism: bo
     """Runs ``scenario`` on the chosen backend (``ScenarioError`` when it cannot run there)."""
     if args.backend == "sim":
         return run_scenario(scenario, args.seed, check_determinism)
-    from .real_runner import run_real
-
     return run_real(scenario, args.seed)
 
 

@@ -272,8 +272,8 @@ def _strings(table: _Table, key: str) -> tuple[str, ...]:
 _OUTCOME_KEYS = ("success", "error", "workers", "message", "properties", "violated", "returns", "files", "absent_files")
 
 
-def _expectation(table: _Table, workers: int) -> Expectation:
-    table.only((*_OUTCOME_KEYS, "after_restart", "real"))
+def _expectation(table: _Table, workers: int, top: bool = True) -> Expectation:
+    table.only((*_OUTCOME_KEYS, "after_restart", *(("real",) if top else ())))
     success = table.get("success", bool, fix="write success = true, or success = false with error = \"...\"")
     error = table.get("error", str, None)
     if success == (error is not None):
@@ -302,4 +302,4 @@ def _expectation(table: _Table, workers: int) -> Expectation:
                        properties=checked["properties"], violated=checked["violated"],
                        returns=dict(table.get("returns", dict, {})), files=_strings(table, "files"),
                        absent_files=_strings(table, "absent_files"), real=real,
-                       after_restart=None if after is None else _expectation(table.table("after_restart"), workers))
+                       after_restart=None if after is None else _expectation(table.table("after_restart"), workers, False))
