@@ -196,3 +196,41 @@ def test_a_worker_still_running_at_the_wall_clock_limit_is_killed_by_its_pid(tmp
     assert all("was still running after 1 s (the run's wall-clock limit) and was killed" in str(e)
                for e in run.errors.values())
     assert verdict.reasons[0].startswith("expected success, worker 0 failed: ProcessEnded")
+
+
+TIMED_JOB = """
+import time
+import numpy as np
+import mirrorlab.tf as tf
+
+def main(steps=30, pause=0.1):
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        w = tf.Variable(np.zeros(2, np.float32))
+    for _ in range(steps):
+        strategy.run(lambda: w.assign_add(tf.distribute.get_replica_context().all_reduce("sum", np.ones(2, np.float32))))
+        time.sleep(pause)
+    return {"weights": w.numpy().tolist()}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, ends", [
+    ('kind = "clog"\na = 0\nb = 1\nstart = 1.0\nseconds = 1.0', "success"),  # shorter than the heartbeat timeout
+    ('kind = "isolate"\nworker = 1\nstart = 1.0', "has not answered heartbeats"),
+])
+def test_timed_network_faults_act_from_their_start_on_a_running_cluster(tmp_path, monkeypatch, fault, ends):
+    (tmp_path / "timed_job.py").write_text(TIMED_JOB)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = _scenario(tmp_path, "timed", f"[[faults]]\n{fault}\n").path
+    path.write_text(path.read_text().replace('builtin = "allreduce_steps"', 'function = "timed_job:main"')
+                    .replace("options = { steps = 3 }", ""))
+    verdict = run_real(load_scenario(path))
+    if verdict.skipped:
+        pytest.skip(verdict.skipped)
+    run = verdict.runs[0]
+    assert "applied from 1 s" in run.report()
+    if ends == "success":
+        assert run.ok and run.values() == [{"weights": [60.0, 60.0]}] * 2 and run.wall_time > 3.0, run.report()
+    else:
+        assert ends in str(run.errors[0]) and "192.0.2.2" in str(run.errors[0]), verdict.describe(full=True)
