@@ -3,6 +3,7 @@ a hand-started worker all configure it the same way."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from .tls import TlsFiles
 
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
-           "RENDEZVOUS_DEFAULT_S", "HEARTBEAT_DEFAULT_S", "seconds_setting"]
+           "FINGERPRINT_VAR", "RENDEZVOUS_DEFAULT_S", "HEARTBEAT_DEFAULT_S", "seconds_setting", "fingerprint"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
@@ -19,6 +20,7 @@ RENDEZVOUS_DEFAULT_S = 60.0
 HEARTBEAT_DEFAULT_S = 5.0
 BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
 DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
+FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,19 @@ def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"{DEVICES_VAR}={raw!r} is not a positive integer. Fix: e.g. {DEVICES_VAR}=2.")
     return int(raw)
+
+
+def fingerprint(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Entries every worker must agree on besides the rendezvous' own facts (an image tag, a library version),
+    from ``MIRRORLAB_FINGERPRINT``: a JSON object of strings, e.g. ``{"tensorflow": "2.21.0"}``; {} when unset."""
+    raw = environ.get(FINGERPRINT_VAR, "")
+    if not raw.strip():
+        return {}
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        entries = None
+    if not isinstance(entries, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in entries.items()):
+        raise ValueError(f"{FINGERPRINT_VAR}={raw!r} is not a JSON object of strings. Fix: e.g. "
+                         f"{FINGERPRINT_VAR}='{{\"tensorflow\": \"2.21.0\"}}'.")
+    return entries
