@@ -33,7 +33,7 @@ from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
 from .liveness import Heartbeats
 from .peer_views import group_progress, worker_views
 from .rendezvous import Rendezvous, WorkerFacts
-from .settings import BackendSettings, devices_per_worker
+from .settings import BackendSettings, devices_per_worker, fingerprint
 from .shm_transport import ShmTransport
 from .transport_choice import choose_transport
 
@@ -83,9 +83,13 @@ class BackendEnvironment(LocalEnvironment):
         self.communicators.append(comm)
         self._group_comms[group] = comm
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
-        runtime = WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)], self.recorder)
+        runtime = self.make_runtime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)])
         runtime.transport_name = self.transport_name
         return runtime
+
+    def make_runtime(self, comm: Communicator, devices: Sequence[str]) -> WorkerRuntime:
+        """This worker's runtime for one collective group (the scenario runner's workers add fault hooks here)."""
+        return WorkerRuntime(comm, devices, self.recorder)
 
     def _transport(self, group: int, rank: int, names: Sequence[str]) -> GrpcTransport | ShmTransport:
         """Collective group ``group``'s transport; a shared-memory session is named from the cluster token (fresh
@@ -110,7 +114,7 @@ class BackendEnvironment(LocalEnvironment):
         node.local_state = self.describe_state
         node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
-        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads())
+        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
         rendezvous = Rendezvous(node, facts)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()

@@ -3,6 +3,7 @@ a hand-started worker all configure it the same way."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,8 +12,8 @@ from .keepalive import SERVER_MIN_PING_INTERVAL_S, Keepalive
 from .tls import TlsFiles
 
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
-           "KEEPALIVE_TIME_VAR", "KEEPALIVE_TIMEOUT_VAR", "RENDEZVOUS_DEFAULT_S", "HEARTBEAT_DEFAULT_S",
-           "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting"]
+           "KEEPALIVE_TIME_VAR", "KEEPALIVE_TIMEOUT_VAR", "FINGERPRINT_VAR", "RENDEZVOUS_DEFAULT_S",
+           "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
@@ -24,6 +25,7 @@ KEEPALIVE_TIMEOUT_VAR = "MIRRORLAB_KEEPALIVE_TIMEOUT"  # default: 0.2 x the hear
 DEFAULT_KEEPALIVE = Keepalive.for_heartbeat(HEARTBEAT_DEFAULT_S)
 BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
 DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
+FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
 
 
 @dataclass(frozen=True)
@@ -87,3 +89,19 @@ def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"{DEVICES_VAR}={raw!r} is not a positive integer. Fix: e.g. {DEVICES_VAR}=2.")
     return int(raw)
+
+
+def fingerprint(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Entries every worker must agree on besides the rendezvous' own facts (an image tag, a library version),
+    from ``MIRRORLAB_FINGERPRINT``: a JSON object of strings, e.g. ``{"tensorflow": "2.21.0"}``; {} when unset."""
+    raw = environ.get(FINGERPRINT_VAR, "")
+    if not raw.strip():
+        return {}
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        entries = None
+    if not isinstance(entries, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in entries.items()):
+        raise ValueError(f"{FINGERPRINT_VAR}={raw!r} is not a JSON object of strings. Fix: e.g. "
+                         f"{FINGERPRINT_VAR}='{{\"tensorflow\": \"2.21.0\"}}'.")
+    return entries
