@@ -1,10 +1,13 @@
 """gRPC keepalive for every channel and server of the backend, from one place, so both ends agree.
 
-Clients ping an idle connection every ``time_s`` and close it when a ping is not answered within ``timeout_s``, so
-a peer behind a dropping firewall or a dead host is noticed by gRPC itself, before the heartbeat timeout names it.
-Servers accept pings down to ``SERVER_MIN_PING_INTERVAL_S`` apart (gRPC's default is 5 minutes: faster pings earn
-"strikes" and a GOAWAY "too_many_pings" that breaks every open stream), whatever the peer's own settings, so workers
-with different keepalive values still never cut each other off.
+Clients ping a connection every ``time_s``, even between calls, and close it when a ping is not answered within
+``timeout_s``; gRPC also sets TCP_USER_TIMEOUT to ``timeout_s``, so data unacknowledged that long breaks a busy
+connection too. ``timeout_s`` defaults to 1.5 heartbeat timeouts: neither gRPC nor TCP gives up on a peer before the
+heartbeat does (it names the peer and where it was), so a network stall shorter than the heartbeat timeout passes (a
+0.6 s keepalive timeout under a 3 s heartbeat broke both workers' streams during a 1 s stall: the real "clog"
+scenario). Servers accept pings down to ``SERVER_MIN_PING_INTERVAL_S`` apart (gRPC's default is 5 minutes: faster
+pings earn "strikes" and a GOAWAY "too_many_pings" that breaks every open stream), whatever the peer's own settings,
+so workers with different keepalive values still never cut each other off.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ SERVER_MIN_PING_INTERVAL_S = 0.5
 """The shortest interval between a client's pings that every mirrorlab server accepts."""
 KEEPALIVE_TIME_SHARE = 0.4
 """The default ping interval, as a share of the heartbeat timeout."""
-KEEPALIVE_TIMEOUT_SHARE = 0.2
-"""The default wait for a ping's answer, as a share of the heartbeat timeout (time + timeout stay below it)."""
+KEEPALIVE_TIMEOUT_SHARE = 1.5
+"""The default wait for a ping's answer (and TCP_USER_TIMEOUT), as a share of the heartbeat timeout."""
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,9 @@ class Keepalive:
 
     @staticmethod
     def for_heartbeat(heartbeat_s: float) -> "Keepalive":
-        """The defaults for a heartbeat timeout: a dead connection is closed within 0.6 of it (pings never come
-        faster than the servers accept, so below a 1.25 s heartbeat that share is larger)."""
+        """The defaults for a heartbeat timeout: a ping every 0.4 of it (never faster than the servers accept, so
+        below a 1.25 s heartbeat that share is larger), and 1.5 times the heartbeat to answer, so the heartbeat,
+        which checks every fifth of its timeout, always gives up first."""
         return Keepalive(max(SERVER_MIN_PING_INTERVAL_S, heartbeat_s * KEEPALIVE_TIME_SHARE),
                          heartbeat_s * KEEPALIVE_TIMEOUT_SHARE)
 

@@ -1,14 +1,15 @@
-"""Lints the timeouts that decide how a failure surfaces: connect < keepalive < heartbeat < collective < job, and
-whether a gRPC client's keepalive suits the server it talks to.
+"""Lints the timeouts that decide how a failure surfaces: connect < heartbeat <= keepalive < collective < job, with
+keepalive pinging more often than the heartbeat timeout, and whether a gRPC client's keepalive suits its server.
 
-A connect deadline at or above the heartbeat timeout declares a peer that is merely slow to connect lost; gRPC's
-keepalive (a ping interval plus its answer's timeout) at or above the heartbeat timeout notices a dead connection
-only after the heartbeat gave up; a collective timeout at or below the heartbeat timeout turns a dead peer into an
-anonymous "Collective has timed out" instead of the heartbeat's error naming the lost peer; a job timeout (e.g.
-Kubernetes activeDeadlineSeconds) at or below the rendezvous window or the collective timeout kills the job before
-either can say what went wrong. A client that pings more often than its server accepts (or between calls, where
-the server does not permit it) gets GOAWAY "too_many_pings", which breaks every open stream. The backend's values
-come from its environment variables, the collective timeout from CommunicationOptions.timeout_seconds.
+A connect deadline at or above the heartbeat timeout declares a peer that is merely slow to connect lost; a keepalive
+interval at or above the heartbeat timeout does not even ping an idle connection before the heartbeat gives up; a
+keepalive timeout below it (gRPC also sets TCP_USER_TIMEOUT to it) breaks the streams during a network stall the
+heartbeat would have waited out; a collective timeout at or below the heartbeat or keepalive timeout turns a dead peer
+into an anonymous "Collective has timed out" before they can name it; a job timeout (e.g. Kubernetes
+activeDeadlineSeconds) at or below the rendezvous window or the collective timeout kills the job before either can say
+what went wrong. A client that pings more often than its server accepts (or between calls, where the server does not
+permit it) gets GOAWAY "too_many_pings", which breaks every open stream. The backend's values come from its
+environment variables, the collective timeout from CommunicationOptions.timeout_seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ __all__ = ["TIMEOUTS_OUT_OF_ORDER", "BAD_TIMEOUT", "LIVENESS_SKEW", "KEEPALIVE_G
            "compare_liveness"]
 
 TIMEOUTS_OUT_OF_ORDER = register_code("ML-LIVE-001",
-                                      "timeouts out of order: connect < keepalive < heartbeat < collective < job")
+                                      "timeouts out of order: connect < heartbeat <= keepalive < collective < job")
 BAD_TIMEOUT = register_code("ML-LIVE-002", "a timeout setting is not a positive number of seconds")
 LIVENESS_SKEW = register_code("ML-LIVE-004", "workers disagree on the heartbeat or rendezvous timeout")
 KEEPALIVE_GOAWAY = register_code("ML-LIVE-005", "the server answers the client's keepalive pings with GOAWAY "
@@ -58,21 +59,24 @@ def check_timeouts(own: str, connect_s: float, collective_s: float | None = None
                           _seconds(own, environ, KEEPALIVE_TIMEOUT_VAR, default.timeout_s, findings))
     if findings:
         return findings
-    noticed = keepalive.time_s + keepalive.timeout_s
-    keepalive_text = (f"gRPC keepalive ({KEEPALIVE_TIME_VAR} {keepalive.time_s:g} s + {KEEPALIVE_TIMEOUT_VAR} "
-                      f"{keepalive.timeout_s:g} s = {noticed:g} s)")
     rules = [(connect_s >= heartbeat_s, f"the connect deadline ({connect_s:g} s) is not below {HEARTBEAT_VAR} "
               f"({heartbeat_s:g} s)", "a peer that is merely slow to connect is reported lost",
               f"Raise {HEARTBEAT_VAR} above the connect deadline (or lower --timeout)."),
-             (heartbeat_s > connect_s >= noticed,
-              f"the connect deadline ({connect_s:g} s) is not below {keepalive_text}",
-              "a connection attempt outlasts a keepalive round, so keepalive cannot tell a dead connection from a "
-              "slow connect", f"Lower --timeout below {noticed:g} s or raise {KEEPALIVE_TIME_VAR}."),
-             (noticed >= heartbeat_s, f"{keepalive_text} is not below {HEARTBEAT_VAR} ({heartbeat_s:g} s)",
-              "gRPC closes a dead connection only after the heartbeat has given up on the peer",
-              f"Unset {KEEPALIVE_TIME_VAR} and {KEEPALIVE_TIMEOUT_VAR} (they default to 0.4 and 0.2 of "
-              f"{HEARTBEAT_VAR}) or raise {HEARTBEAT_VAR} above {noticed:g} s.")]
+             (keepalive.time_s >= heartbeat_s, f"the gRPC keepalive interval ({KEEPALIVE_TIME_VAR} = "
+              f"{keepalive.time_s:g} s) is not below {HEARTBEAT_VAR} ({heartbeat_s:g} s)",
+              "an idle connection to a dead or cut-off peer is not even pinged before the heartbeat gives up",
+              f"Unset {KEEPALIVE_TIME_VAR} (it defaults to 0.4 of {HEARTBEAT_VAR}) or set it below {heartbeat_s:g} s."),
+             (keepalive.timeout_s < heartbeat_s, f"the gRPC keepalive timeout ({KEEPALIVE_TIMEOUT_VAR} = "
+              f"{keepalive.timeout_s:g} s) is below {HEARTBEAT_VAR} ({heartbeat_s:g} s)",
+              "gRPC closes a connection whose ping is unanswered that long and sets TCP_USER_TIMEOUT to it, so a "
+              "network stall shorter than the heartbeat timeout breaks the streams and the peer is reported lost",
+              f"Unset {KEEPALIVE_TIMEOUT_VAR} (it defaults to 1.5 x {HEARTBEAT_VAR}) or set it to at least "
+              f"{heartbeat_s:g} s.")]
     if collective_s is not None:
+        rules.append((heartbeat_s < collective_s <= keepalive.timeout_s, f"CommunicationOptions.timeout_seconds "
+                      f"({collective_s:g} s) is not above {KEEPALIVE_TIMEOUT_VAR} ({keepalive.timeout_s:g} s)",
+                      "a collective gives up before gRPC could tell that its connection died",
+                      f"Set timeout_seconds above {keepalive.timeout_s:g} s, or lower {KEEPALIVE_TIMEOUT_VAR}."))
         rules.append((collective_s <= heartbeat_s, f"CommunicationOptions.timeout_seconds ({collective_s:g} s) is not "
                       f"above {HEARTBEAT_VAR} ({heartbeat_s:g} s)", "a dead peer ends the step as an anonymous "
                       "'Collective has timed out' before the heartbeat can name it",
