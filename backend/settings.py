@@ -55,7 +55,7 @@ class BackendSettings:
             raise ValueError(f"{KEEPALIVE_TIME_VAR}={keepalive.time_s:g} pings more often than mirrorlab's servers "
                              f"accept ({SERVER_MIN_PING_INTERVAL_S:g} s): they would close the connection with GOAWAY "
                              f"'too_many_pings'. Fix: set {KEEPALIVE_TIME_VAR} to at least "
-                             f"{SERVER_MIN_PING_INTERVAL_S:g} or raise {HEARTBEAT_VAR}.")
+                             f"{SERVER_MIN_PING_INTERVAL_S:g}, or unset it (the default is 0.4 x {HEARTBEAT_VAR}).")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
                                environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive)
 
