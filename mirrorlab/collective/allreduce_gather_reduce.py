@@ -21,17 +21,15 @@ __all__ = ["allreduce_gather_reduce", "ring_order_total", "halving_doubling_orde
 
 
 def ring_order_total(arrays: Sequence[Any]) -> Any:
-    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``."""
+    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array."""
     n = len(arrays)
     xp = array_module(arrays[0])
-    length = arrays[0].shape[0]
-    stacked = xp.stack(arrays)
-    sizes = [b - a for a, b in chunk_bounds(length, n)]
-    chunk_of = xp.repeat(xp.arange(n), sizes)  # which chunk (= first rank of its sum) each element is in
-    columns = xp.arange(length)
-    total = stacked[chunk_of, columns]
-    for k in range(1, n):
-        xp.add(total, stacked[(chunk_of + k) % n, columns], out=total)
+    total = xp.empty(arrays[0].shape, arrays[0].dtype)
+    for c, (a, b) in enumerate(chunk_bounds(arrays[0].shape[0], n)):
+        acc = total[a:b]
+        xp.add(arrays[c][a:b], arrays[(c + 1) % n][a:b], out=acc)
+        for k in range(2, n):
+            xp.add(acc, arrays[(c + k) % n][a:b], out=acc)
     return total
 
 
