@@ -64,7 +64,7 @@ def chosen_all_reduce(inst: object, x: np.ndarray) -> object:
 SHM_ALGORITHMS = {"ring": allreduce_ring, "halving-doubling": allreduce_halving_doubling,
                   "gather-reduce": allreduce_gather_reduce, "pipelined ring": allreduce_ring_pipelined,
                   "auto": chosen_all_reduce}
-GRPC_ALGORITHMS = ("ring", "pipelined ring", "auto")
+GRPC_ALGORITHMS = ("ring", "gather-reduce", "pipelined ring", "auto")
 
 
 def _mirrorlab_paths(prefix: str, comm: Communicator, names: Iterable[str]) -> dict[str, Callable]:

@@ -31,8 +31,9 @@ instead of 2·(n-1) for the same bytes). RING sums in the ring's order at any si
 GATHER_REDUCE_UP_TO_WORKERS = 16
 """Gather-reduce sends n-1 messages per rank: beyond this many workers halving/doubling's rounds cost less."""
 
-GATHER_REDUCE_MAX_BYTES = 64 << 10
-"""Gather-reduce runs while each rank sends at most this much in all (message bytes x (workers - 1))."""
+GATHER_REDUCE_MAX_BYTES = 256 << 10
+"""Gather-reduce runs while each rank sends at most this much in all (message bytes x (workers - 1)): measured
+on 2 and 4 local processes (docs/collectives.md), it beat the ring up to about this volume over both transports."""
 
 PIPELINED_RING_FROM_BYTES = 4 << 20
 """Ring-order messages of at least this many bytes run the pipelined ring (segments overlap)."""
