@@ -131,6 +131,8 @@ def test_bad_choice_input_names_the_field():
         choose_all_reduce(-1, 2, Impl.AUTO)
     with pytest.raises(ValueError, match="workers=0"):
         choose_all_reduce(4, 0, Impl.AUTO)
+    with pytest.raises(ValueError, match="order must be one of .*'tree'"):
+        allreduce_gather_reduce(None, np.zeros(2), order="tree")
 
 
 @given(start=st.integers(0, 100), length=st.integers(0, 300), itemsize=st.sampled_from([1, 2, 4, 8]),

@@ -54,6 +54,8 @@ ORDERS = {"ring": ring_order_total, "halving_doubling": halving_doubling_order_t
 def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> Any:
     """Sum the 1-D array ``flat`` over all ranks of ``inst`` in ``order``'s summation order; returns a new
     array on every rank. ``flat`` must not change until the peers have it (the group's arrays are frozen)."""
+    if order not in ORDERS:
+        raise ValueError(f"allreduce_gather_reduce: order must be one of {sorted(ORDERS)}; got {order!r}")
     n, r = inst.size, inst.rank
     if n == 1:
         return flat
