@@ -177,8 +177,8 @@ def report(n: int, sizes: list[int], results: dict[str, np.ndarray]) -> str:
     """A table: per size and path, min/median latency, busbw at the median, and the ratios of gloo's median and
     of the same transport's ring's median (what AUTO ran up to 8 workers before the choice by size) to it."""
     lines = [f"\n{n} processes, float32 all-reduce (slowest rank per repetition; {len(next(iter(results.values())))} reps)",
-             f"{'size':>8} {'path':<22} {'min ms':>9} {'median ms':>10} {'busbw GB/s':>11} {'vs gloo':>8} "
-             f"{'vs ring':>8}"]
+             (f"{'size':>8} {'path':<22} {'min ms':>9} {'median ms':>10} {'busbw GB/s':>11} {'vs gloo':>8} "
+              f"{'vs ring':>8}")]
     for s, size in enumerate(sizes):
         for name, times in results.items():
             median = float(np.median(times[:, s]))
