@@ -35,7 +35,7 @@ _SHORT_ERROR = 110
 _INT, _NUM, _STR = (int,), (int, float), (str,)
 _EVENT_FIELDS = {"worker": _INT, "replica": _INT, "seq": _INT, "op": _STR, "detail": _STR, "dtype": _STR,
                  "shape": (list,), "start": _NUM, "end": _NUM, "site": _STR, "status": _STR, "error": _STR}
-_EVENT_OPTIONAL = {"step": _INT, "nonfinite": _INT, "digest": _STR}
+_EVENT_OPTIONAL = {"step": _INT, "nonfinite": _INT, "digest": _STR, "algorithm": _STR}
 _NOTE_FIELDS = {"note": _STR, "worker": _INT, "time": _NUM, "site": _STR, "details": (dict,)}
 _RUN_KEYS = ("seed", "workers", "devices_per_worker", "tasks", "clock")
 

@@ -197,6 +197,8 @@ def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path, path)
     assert [(e.op, e.detail, e.status) for e in dumps[1]][-2:] == [("barrier", "strategy creation", "ok"),
                                                                   ("all_reduce", "SUM", "ok")]
     assert dumps[0].events[-1].status == "error" and "ValueError: bad batch" in dumps[0].events[-1].error
+    # the flight recorder says which all-reduce algorithm ran, the same on every worker (a small tensor: one round)
+    assert {e.algorithm for d in dumps.values() for e in d if e.op == "all_reduce"} == {"gather_reduce(ring order)"}
 
 
 def test_wrong_token_is_refused_with_the_reason():

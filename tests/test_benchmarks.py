@@ -50,7 +50,7 @@ def test_allreduce_benchmark_runs_and_reports_bus_bandwidth(monkeypatch):
     assert bench.busbw(1000, 1.0, 4) == 1500.0
     results = bench.measure(2, [4096], reps=2, warmup=0, use_grpc=False, use_torch=False, timeout=120,
                             reuse_memory=True)
-    assert set(results) == {"shm ring", "shm halving-doubling"}
+    assert set(results) == {"shm ring", "shm halving-doubling", "shm gather-reduce", "shm pipelined ring", "shm auto"}
     assert all(times.shape == (2, 1) and (times > 0).all() for times in results.values())
     table = bench.report(2, [4096], results)
     assert "4 KiB" in table and "shm ring" in table and "busbw GB/s" in table
