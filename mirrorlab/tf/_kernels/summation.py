@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["tf_sum", "tf_mean", "tf_sum_along"]
+__all__ = ["tf_sum", "tf_mean", "tf_sum_along", "tf_sum_each", "rows_summed_apart"]
 
 _PACKET_BYTES = 32  # AVX packets, as TF's x86 builds use
 _LEAF_PACKETS = 1024  # Eigen's kLeafSize: longer rows are split in two
@@ -62,16 +62,35 @@ def tf_sum(values: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return out if out.ndim else out[()]
 
 
-def _columns(slabs: np.ndarray) -> np.ndarray:
+def tf_sum_each(values: Any) -> Any:
+    """``tf_sum(values[k], axis=0)`` for every k, stacked: each slab of a 3-D array summed over its rows on its own
+    (a stacked step's per-replica bias gradients), which ``tf_sum(values, axis=1)`` is not (Eigen's packets then
+    run across slabs)."""
+    if (isinstance(values, np.ndarray) and values.dtype in (np.float32, np.float64) and values.ndim == 3
+            and values.shape[1] > 1 and values.shape[2] > 1):
+        return _columns(np.ascontiguousarray(values), each=True)
+    return np.stack([tf_sum(slab, axis=0) for slab in values])
+
+
+def rows_summed_apart(width: int, dtype: Any) -> bool:
+    """Whether ``tf_sum`` along rows of ``width`` values sums each row on its own, wherever it lies in the array
+    (rows of up to 1024 packets; longer ones are split at packets counted from the array's start)."""
+    return width * np.dtype(dtype).itemsize <= _PACKET_BYTES * _LEAF_PACKETS
+
+
+def _columns(slabs: np.ndarray, each: bool = False) -> np.ndarray:
     """Each slab's sum of rows (``slabs``: outer x rows x columns), as Eigen keeps inner dimensions. Outputs go in
     packets from the first; a packet within one slab's columns, with 16 rows or more, adds every fourth row into
     one of four accumulators, which are then combined in order and take the rows left over. Other outputs add
-    their rows in order."""
+    their rows in order. ``each``: packets counted from each slab's start, as when each slab is summed alone."""
     packet = _PACKET_BYTES // slabs.dtype.itemsize
     outer, rows, columns = slabs.shape
     out = np.add.reduce(slabs, axis=1)  # rows in order (NumPy's reduce over a non-inner axis is sequential)
-    starts = np.arange(0, (outer * columns // packet) * packet, packet)
-    starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
+    if each:
+        starts = (np.arange(outer)[:, None] * columns + np.arange(0, columns - packet + 1, packet)).ravel()
+    else:
+        starts = np.arange(0, (outer * columns // packet) * packet, packet)
+        starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
     if rows < 16 or not len(starts):
         return out
     four = (rows // 4) * 4

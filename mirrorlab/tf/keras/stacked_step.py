@@ -1,0 +1,183 @@
+"""Keras' train, test and predict steps of all this worker's local replicas as one stacked computation.
+
+The replicas' batches are stacked on a leading replica axis and the layers run once on the stack, with the same
+products as one replica's (``np.matmul`` multiplies each replica's matrix alone; Dense's weight gradients are each
+replica's ``x.T @ dz``; sums stay each replica's, ``tf_sum_each``). What is per replica stays per replica, in that
+replica's context: the loss and its gradient w.r.t. the model's output, the loss tracker and the metrics (each
+replica's own copies). The gradients go to the same all-reduce (each replica's share handed in as its own) and the
+optimizer applies them once, as its ``merge_call`` does. So the weights, metrics and outputs are bit-identical to
+``strategy.run`` of the step on each replica (tests/test_keras_stacked.py), at a fraction of the calls.
+
+``stack_refusal`` is the rule that decides; anything it cannot prove identical runs per replica as before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...aggregation import ReduceOp
+from ...distribute.regroup import regroup, select_replica
+from ...distribute.stacked_run import StackedReplicas, run_stacked
+from ...tensor import asarray, is_cupy
+from ..autodiff import GradientTape, Tracked, untracked
+from . import activations
+from .data_adapter import unpack_x_y_sample_weight
+from .layers import BuiltinLayer, Layer
+from .optimizers import Optimizer, _cast
+
+if TYPE_CHECKING:
+    from .models import Model
+
+__all__ = ["stack_refusal", "run_stacked_step", "run_stacked_predict"]
+
+STEPS = ("train_step", "test_step", "predict_step")
+
+
+def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
+    """Why ``step`` (one of ``STEPS``) of ``model`` on the distributed ``batch`` must run per replica; None when it
+    runs stacked. It stacks when: the strategy has several local replicas on CPUs; the model is a Sequential
+    model (``model.stack_replicas`` left True) of layers whose own class declares stacked execution
+    (``stack_refusal`` defined in it, allowing these inputs) and that does not override its steps, ``compute_loss``
+    or its call; every replica's inputs are one non-empty NumPy array of the same shape; and, to train, there are
+    no regularization losses and the optimizer neither clips nor overrides ``apply_gradients``."""
+    from .models import Model  # (models imports this module)
+    strategy = model._strategy
+    ext = strategy.extended
+    if not getattr(model, "stack_replicas", True):
+        return "model.stack_replicas is False"
+    if strategy._is_default or len(ext._devices) < 2:
+        return "one local replica"
+    if ext._placement.on_gpu:
+        return "the replicas run on GPUs"
+    if not model._in_sequence or not model.built:
+        return "not a built Sequential model"
+    overridden = [name for name in (step, "compute_loss", "_step", "__call__") if getattr(type(model), name)
+                  is not getattr(Model, name)]
+    if overridden:
+        return f"{type(model).__name__} overrides {', '.join(overridden)}"
+    shares = [unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(len(ext._devices))]
+    shapes = {getattr(x, "shape", None) for x in shares}
+    if not all(isinstance(x, np.ndarray) for x in shares) or len(shapes) != 1:
+        return "the replicas' inputs are not NumPy arrays of one shape"
+    shape = tuple(shapes.pop())
+    if not shape or not shape[0]:
+        return "empty replica batches"
+    if any(is_cupy(w._read()) for w in model.weights):
+        return "the weights live on a GPU"
+    refusal = _layers_refusal(model.layers, shape)
+    if refusal is not None or step != "train_step":
+        return refusal
+    optimizer = model.optimizer
+    if model.losses:
+        return "the model has regularization losses"
+    if not model.trainable_variables:
+        return "the model has no trainable weights"
+    if type(optimizer).apply_gradients is not Optimizer.apply_gradients or any(
+            getattr(optimizer, clip) for clip in ("clipnorm", "clipvalue", "global_clipnorm")):
+        return "the optimizer clips gradients or overrides apply_gradients"
+    return None
+
+
+def _layers_refusal(layers: list[Layer], shape: tuple) -> str | None:
+    """The first layer's refusal to run stacked on one replica's input of ``shape`` (then its output's), or None."""
+    for layer in layers:
+        if not isinstance(layer, BuiltinLayer) or "stack_refusal" not in vars(type(layer)):
+            return f"layer {layer.name!r} ({type(layer).__name__}) does not declare stacked execution"
+        refusal = layer.stack_refusal(shape)
+        if refusal is not None:
+            return refusal
+        shape = layer.compute_output_shape(shape)
+    return None
+
+
+def run_stacked_step(model: "Model", batch: Any, train: bool) -> None:
+    """``model._step(batch, train)`` on every local replica, stacked (``stack_refusal`` allowed it)."""
+    run_stacked(model._strategy, lambda replicas: _step(model, replicas, batch, train))
+
+
+def run_stacked_predict(model: "Model", batch: Any) -> Any:
+    """``model.predict_step(batch)`` on every local replica, stacked: the replicas' outputs (per-replica values)."""
+    def step(replicas: StackedReplicas) -> Any:
+        x = np.stack([unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(replicas.num_local)])
+        model._check_input(x.shape[1:], False)
+        out = _forward(model.layers, x, False)[-1][0]
+        return regroup([out[k] for k in range(replicas.num_local)])
+    return run_stacked(model._strategy, step)
+
+
+def _forward(layers: list[Layer], x: Any, training: bool) -> list[tuple[Any, Any]]:
+    """Each layer's stacked (output, cache), in order."""
+    passes = []
+    for layer in layers:
+        x, cache = layer._stacked_forward(layer._convert_input(x), training)
+        passes.append((x, cache))
+    return passes
+
+
+def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) -> None:
+    """Keras' step (``Model._step``) of all local replicas: forward stacked, the loss and metrics per replica, the
+    backward pass stacked, then the optimizer's all-reduce and update as ``apply_gradients`` does them."""
+    shares = [unpack_x_y_sample_weight(select_replica(k, batch)) for k in range(replicas.num_local)]
+    x = np.stack([share[0] for share in shares])
+    model._check_input(x.shape[1:], train)
+    model._check_trace()
+    layers = model.layers
+    passes = _forward(layers, x, train)
+    out, cache = passes[-1]
+    logits = layers[-1]._logits(cache)
+    seeds = []
+    for k, (x_k, y_k, weight_k) in enumerate(shares):
+        with replicas.replica(k):
+            seeds.append(_replica_loss(model, layers[-1], (x_k, y_k, weight_k), out[k],
+                                       None if logits is None else logits[k], tuple(c[k] for c in cache), train))
+    if not train:
+        return
+    top = out if logits is None else logits
+    grads = _backward(layers, passes, asarray(np.stack([np.asarray(s) for s in seeds]), top.dtype), logits is not None)
+    variables = model.trainable_variables
+    by_leaf = [[_cast(g, var.dtype) for g in grads[id(var)]] for var in variables]
+    reduced = replicas.all_reduce(ReduceOp.SUM, by_leaf)
+    optimizer = model.optimizer
+    replicas.merge_call(lambda strategy: optimizer._apply(reduced, variables))
+
+
+def _replica_loss(model: "Model", last: BuiltinLayer, share: tuple, out: Any, logits: Any, cache: tuple,
+                  train: bool) -> Any:
+    """One replica's loss, loss tracker and metrics, as ``Model._step`` computes them from the model's output (here
+    a tape leaf standing for it, with its logits as ``differentiable`` gives them); returns the loss's gradient
+    w.r.t. that output (w.r.t. the logits when the output keeps them), or None when not training."""
+    x, y, sample_weight = share
+    replicas_in_sync = model._strategy.num_replicas_in_sync
+    with GradientTape() as tape:
+        leaf = Tracked(out if logits is None else logits, lambda g: [])
+        if logits is None:
+            y_pred = leaf
+        else:
+            result = Tracked(out, lambda g: [(leaf, last._activation_grad(cache, asarray(g, out.dtype)))], (leaf,))
+            activations.with_logits(out, logits)  # (metrics read the plain output)
+            y_pred = activations.with_logits(result, leaf)
+        loss = model.compute_loss(x, y, y_pred, sample_weight, training=train)
+    value = untracked(loss)
+    model._loss_tracker.update_state(value * replicas_in_sync if replicas_in_sync > 1 else value,
+                                     sample_weight=np.float32(np.shape(x)[0]))
+    model._compile_metrics.update_state(y, untracked(y_pred), sample_weight)
+    return tape.gradient(loss, leaf) if train else None
+
+
+def _backward(layers: list[Layer], passes: list[tuple[Any, Any]], top: Any, from_logits: bool) -> dict[int, Any]:
+    """Stacked weight gradients (replica axis first) by ``id`` of each trainable weight, from the loss gradient
+    ``top`` w.r.t. the last layer's output (its logits when ``from_logits``), through every layer in reverse."""
+    grads: dict[int, Any] = {}
+    dy = top
+    for i in reversed(range(len(layers))):
+        layer, (out, cache) = layers[i], passes[i]
+        if i == len(layers) - 1 and from_logits:
+            dx, weight_grads = layer._stacked_backward_from_logits(cache, dy, i > 0)
+        else:
+            dx, weight_grads = layer._stacked_backward(cache, asarray(dy, out.dtype), i > 0)
+        weights = [var for _, var in layer._weights if var._created_trainable]
+        grads.update(zip(map(id, weights), weight_grads))
+        dy = dx
+    return grads
