@@ -675,7 +675,7 @@ class Flatten(BuiltinLayer):
         return (input_shape[0], int(np.prod(input_shape[1:])))
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        return x.reshape(x.shape[0], -1), x.shape
+        return x.reshape(x.shape[0], int(np.prod(x.shape[1:]))), x.shape  # (sized: an empty batch reshapes too)
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
         return dy.reshape(cache), []
@@ -684,7 +684,7 @@ class Flatten(BuiltinLayer):
         return None
 
     def _stacked_forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        return x.reshape(x.shape[0], x.shape[1], -1), x.shape
+        return x.reshape(x.shape[0], x.shape[1], int(np.prod(x.shape[2:]))), x.shape
 
 
 class Reshape(BuiltinLayer):

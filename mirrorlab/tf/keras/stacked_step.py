@@ -40,7 +40,7 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     runs stacked. It stacks when: the strategy has several local replicas on CPUs; the model is a Sequential
     model (``model.stack_replicas`` left True) of layers whose own class declares stacked execution
     (``stack_refusal`` defined in it, allowing these inputs) and that does not override its steps, ``compute_loss``
-    or its call; every replica's inputs are one non-empty NumPy array of the same shape; and, to train, there are
+    or its call; every replica's inputs are one non-empty NumPy array, all of one shape; and, to train, there are
     no regularization losses and the optimizer neither clips nor overrides ``apply_gradients``."""
     from .models import Model  # (models imports this module)
     strategy = model._strategy
@@ -58,12 +58,13 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     if overridden:
         return f"{type(model).__name__} overrides {', '.join(overridden)}"
     shares = [unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(len(ext._devices))]
-    shapes = {getattr(x, "shape", None) for x in shares}
-    if not all(isinstance(x, np.ndarray) for x in shares) or len(shapes) != 1:
-        return "the replicas' inputs are not NumPy arrays of one shape"
-    shape = tuple(shapes.pop())
-    if not shape or not shape[0]:
+    if not all(isinstance(x, np.ndarray) for x in shares):
+        return "the replicas' inputs are not single NumPy arrays"
+    if any(not x.ndim or not len(x) for x in shares):
         return "empty replica batches"
+    if len({x.shape for x in shares}) != 1:
+        return "the replicas' batches differ in shape (a partial batch)"
+    shape = shares[0].shape
     if any(is_cupy(w._read()) for w in model.weights):
         return "the weights live on a GPU"
     refusal = _layers_refusal(model.layers, shape)
