@@ -123,6 +123,9 @@ class ReplicaContext:
 
         return self._sync(MERGE_CALL, (merge_fn, tuple(args), dict(kwargs or {})), handler)
 
+    def _check_variable_update(self, name: str, kind: str) -> None:
+        """Nothing: a replica may update a distributed variable (a stacked batch-safe function may not)."""
+
     def __repr__(self) -> str:
         return f"ReplicaContext(replica_id_in_sync_group={self.replica_id_in_sync_group})"
 

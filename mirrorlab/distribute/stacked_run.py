@@ -9,7 +9,7 @@ replica would gets bit-identical results, without a thread handoff per replica a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from ..communication import Options
 from . import context
 from .extended_api import CROSS_REPLICA_REQUIRED
 from .replica_context import ReplicaContext, reduce_replica_leaves
+from .replica_pool import ReplicaPool, SyncRequest
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -40,17 +41,22 @@ class StackedReplicas:
         """How many replicas this worker runs (the size of the stacked axis)."""
         return len(self._ext._devices)
 
-    @contextmanager
-    def replica(self, k: int) -> Iterator[None]:
+    def replica(self, k: int) -> Any:
         """Run the block as local replica ``k`` inside ``strategy.run`` (its variable copies, its replica id)."""
-        with context.enter(self.strategy, ReplicaContext(self.strategy, k, in_run=True)):
+        return self.replica_context(ReplicaContext(self.strategy, k, in_run=True))
+
+    @contextmanager
+    def replica_context(self, replica_context: ReplicaContext) -> Iterator[None]:
+        """Run the block in ``replica_context`` (what ``get_replica_context`` returns there)."""
+        with context.enter(self.strategy, replica_context):
             yield
 
-    def all_reduce(self, reduce_op: ReduceOp | str, by_leaf: list[list[Any]], options: Options | None = None
-                   ) -> list[Any]:
+    def all_reduce(self, reduce_op: ReduceOp | str, by_leaf: list[list[Any]], options: Options | None = None,
+                   site: str | None = None) -> list[Any]:
         """Each leaf reduced over all replicas of all workers (``by_leaf[i][k]``: leaf i of local replica k), exactly
-        as the replicas' own ``all_reduce`` of those leaves; one result per leaf (every replica's)."""
-        results = reduce_replica_leaves(self.strategy, ReduceOp.coerce(reduce_op), by_leaf, self.site, options)
+        as the replicas' own ``all_reduce`` of those leaves, called at ``site`` (default: where the step was run);
+        one result per leaf (every replica's)."""
+        results = reduce_replica_leaves(self.strategy, ReduceOp.coerce(reduce_op), by_leaf, site or self.site, options)
         self._next_stretch()
         return results
 
@@ -68,6 +74,23 @@ class StackedReplicas:
             self._ext._runtime.replica_order(list(range(self.num_local)))
 
 
+class _NoReplicaThreads(ReplicaPool):
+    """The replica pool during a stacked step, which has no replica threads to pause: a sync point reached other
+    than through ``StackedReplicas`` (a variable created, or a mirrored one updated, in replica context) raises
+    instead of waiting for replicas that do not exist."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def run(self, fns: Sequence[Callable[[], Any]]) -> list[Any]:
+        raise RuntimeError("strategy.run inside a stacked step.\nFix: call strategy.run outside the step.")
+
+    def sync(self, local_id: int, request: SyncRequest) -> Any:
+        raise NotImplementedError(f"{request.kind} at {request.site} needs the replicas to meet, which a stacked step "
+                                  "cannot do.\nFix: create and update variables in cross-replica context (merge_call)"
+                                  ", or run the function per replica (without @batch_safe).")
+
+
 def run_stacked(strategy: "Strategy", step: Callable[[StackedReplicas], Any]) -> Any:
     """``step(replicas)`` once for all local replicas, with ``strategy.run``'s bookkeeping around it; returns what
     ``step`` returns."""
@@ -78,8 +101,12 @@ def run_stacked(strategy: "Strategy", step: Callable[[StackedReplicas], Any]) ->
     ext._runtime.before_step(ext._step)
     replicas = StackedReplicas(strategy, user_call_site())
     replicas._next_stretch()  # (the pool's first stretch)
-    with context.enter(strategy, None), calls_from(replicas.site):
-        result = step(replicas)
+    pool, ext._pool = ext._pool, _NoReplicaThreads(ext._pool.size)
+    try:
+        with context.enter(strategy, None), calls_from(replicas.site):
+            result = step(replicas)
+    finally:
+        ext._pool = pool
     if ext._unsynced:
         ext._record_unsynced_updates()
     return result
