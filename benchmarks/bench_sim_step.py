@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 import mirrorlab.tf as ml
+from mirrorlab.distribute.batch_safe import batch_safe
 from mirrorlab.sim import SimCluster
 
 GLOBAL_BATCH = 256
@@ -52,6 +53,28 @@ def loss_and_grads(params, x: np.ndarray, y: np.ndarray, global_batch: int):
     dr = dz @ w2.T
     dr[h <= 0] = 0.0
     return loss, (x.T @ dr, dr.sum(axis=0), r.T @ dz, dz.sum(axis=0))
+
+
+def stacked_loss_and_grads(params, x: np.ndarray, y: np.ndarray, global_batch: int):
+    """``loss_and_grads`` of every replica at once: ``x`` (replicas, batch, 784), ``y`` (replicas, batch); the
+    losses and gradients carry the replica axis first. Batch-safe: each slice is what ``loss_and_grads`` gives
+    that replica (products by ``np.matmul``, batch sums along axis 1)."""
+    w1, b1, w2, b2 = (np.asarray(p) for p in params)
+    h = x @ w1 + b1
+    r = np.maximum(h, 0.0)
+    z = r @ w2 + b2
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    p = e / e.sum(axis=-1, keepdims=True)
+    replica, rows = np.arange(len(y))[:, None], np.arange(y.shape[1])
+    loss = -np.log(p[replica, rows, y]).sum(axis=1) / global_batch
+    dz = p
+    dz[replica, rows, y] -= 1.0
+    dz /= global_batch
+    dr = dz @ w2.T
+    dr[h <= 0] = 0.0
+    return loss, (np.matmul(np.swapaxes(x, 1, 2), dr), dr.sum(axis=1), np.matmul(np.swapaxes(r, 1, 2), dz),
+                  dz.sum(axis=1))
 
 
 def data(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -87,39 +110,53 @@ def split_numpy(steps: int, replicas: int = 8) -> float:
     return (time.perf_counter() - start) / steps
 
 
-def simulated(steps: int, devices: int = 8, workers: int = 1) -> float:
-    """Seconds per step on SimCluster(workers, devices), measured inside the simulated workers (the slowest)."""
+def simulated(steps: int, devices: int = 8, workers: int = 1, stacked: bool = False) -> float:
+    """Seconds per step on SimCluster(workers, devices), measured inside the simulated workers (the slowest);
+    ``stacked``: the replica function declared ``@batch_safe`` (written with ``stacked_loss_and_grads``), which
+    ``strategy.run`` calls once for all local replicas."""
+    return max(seconds for seconds, _ in SimCluster(workers=workers, devices_per_worker=devices).run(
+        hand_written_program, steps, stacked).values())
+
+
+def stacked_matches_per_replica(steps: int = 3, devices: int = 8) -> bool:
+    """Whether the ``@batch_safe`` stacked hand-written step leaves the weights of the per-replica step, bit for bit
+    (it does when NumPy's exp and log round each value alike wherever it lies in an array)."""
+    runs = [SimCluster(1, devices).run(hand_written_program, steps, stacked).values()[0][1] for stacked in (True, False)]
+    return all(a.tobytes() == b.tobytes() for a, b in zip(*runs))
+
+
+def hand_written_program(steps: int, stacked: bool) -> tuple[float, list[np.ndarray]]:
+    """The hand-written step ``steps + 5`` times in a simulated worker: seconds per step (the last ``steps``) and the
+    weights after them."""
     x, y = data()
 
-    def program() -> float:
-        strategy = ml.MultiWorkerMirroredStrategy()
-        n = strategy.num_replicas_in_sync
-        per = GLOBAL_BATCH // n
-        with strategy.scope():
-            params = [ml.Variable(p) for p in init_params()]
+    strategy = ml.MultiWorkerMirroredStrategy()
+    n = strategy.num_replicas_in_sync
+    per = GLOBAL_BATCH // n
+    with strategy.scope():
+        params = [ml.Variable(p) for p in init_params()]
 
-        def apply(strategy, grads):
-            for v, g in zip(params, grads):
-                v.assign_sub(LR * strategy.experimental_local_results(g)[0])
+    def apply(strategy, grads):
+        for v, g in zip(params, grads):
+            v.assign_sub(LR * strategy.experimental_local_results(g)[0])
 
-        def replica_step(xb, yb):
-            ctx = ml.get_replica_context()
-            loss, grads = loss_and_grads(params, xb, yb, GLOBAL_BATCH)
-            grads = ctx.all_reduce(ml.ReduceOp.SUM, grads)
-            ctx.merge_call(apply, args=(grads,))
-            return loss
+    def replica_step(xb, yb):
+        ctx = ml.get_replica_context()
+        loss, grads = (stacked_loss_and_grads if stacked else loss_and_grads)(params, xb, yb, GLOBAL_BATCH)
+        grads = ctx.all_reduce(ml.ReduceOp.SUM, grads)
+        ctx.merge_call(apply, args=(grads,))
+        return loss
 
-        xs = strategy.experimental_distribute_values_from_function(
-            lambda c: x[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per])
-        ys = strategy.experimental_distribute_values_from_function(
-            lambda c: y[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per])
-        for i in range(steps + 5):
-            if i == 5:
-                start = time.perf_counter()
-            strategy.run(replica_step, args=(xs, ys))
-        return (time.perf_counter() - start) / steps
-
-    return max(SimCluster(workers=workers, devices_per_worker=devices).run(program).values())
+    step = batch_safe(replica_step) if stacked else replica_step
+    xs = strategy.experimental_distribute_values_from_function(
+        lambda c: x[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per])
+    ys = strategy.experimental_distribute_values_from_function(
+        lambda c: y[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per])
+    for i in range(steps + 5):
+        if i == 5:
+            start = time.perf_counter()
+        strategy.run(step, args=(xs, ys))
+    return (time.perf_counter() - start) / steps, [p.numpy() for p in params]
 
 
 def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
@@ -169,6 +206,7 @@ MLP_VARIANTS = {
     "SimCluster(1, 8)": lambda steps: simulated(steps, devices=8, workers=1),
     "SimCluster(2, 4)": lambda steps: simulated(steps, devices=4, workers=2),
     "SimCluster(8, 1)": lambda steps: simulated(steps, devices=1, workers=8),
+    "SimCluster(1, 8), @batch_safe stacked": lambda steps: simulated(steps, stacked=True),
     "Keras fit, SimCluster(1, 8), stacked": lambda steps: keras_fit(steps, stack=True),
     "Keras fit, SimCluster(1, 8), per replica": lambda steps: keras_fit(steps, stack=False),
 }
@@ -187,6 +225,7 @@ def mlp_report(steps: int, repeats: int) -> None:
         best = min(times)
         print(f"  {name:42s}: min {best * 1e3:7.3f} ms, median {statistics.median(times) * 1e3:7.3f} ms; "
               f"min x whole batch {best / whole:5.2f}, min x 8 slices {best / sliced:5.2f}")
+    print(f"  @batch_safe stacked step's weights equal the per-replica step's bit for bit: {stacked_matches_per_replica()}")
     print("  targets: simulated <= 1.5x the 8 slices (hand-written step), Keras fit <= 1.5x the whole batch; "
           "TF 2.21 MirroredStrategy ~4.7x whole batch")
 

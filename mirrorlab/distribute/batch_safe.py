@@ -26,10 +26,10 @@ from .. import nest
 from ..aggregation import ReduceOp
 from ..callsite import user_call_site
 from ..communication import Options
-from .regroup import regroup, select_replica
+from .regroup import select_replica
 from .replica_context import ReplicaContext
 from .stacked_run import StackedReplicas, run_stacked
-from .values import ReplicaValues
+from .values import PerReplica, ReplicaValues
 
 if TYPE_CHECKING:
     from .strategy import Strategy
@@ -69,7 +69,7 @@ def run_batch_safe(strategy: "Strategy", fn: Callable[..., Any], args: tuple, kw
     def step(replicas: StackedReplicas) -> Any:
         with replicas.replica_context(BatchSafeReplicaContext(strategy, replicas)):
             result = fn(*stacked[0], **stacked[1])
-        return regroup([_replica_slice(result, k, n) for k in range(n)])
+        return _per_replica(result, n)
     return run_stacked(strategy, step)
 
 
@@ -88,9 +88,10 @@ def _stacked_arguments(structure: Any, n: int) -> Any:
     return nest.pack_sequence_as(structure, out)
 
 
-def _replica_slice(structure: Any, k: int, n: int) -> Any:
-    """Replica ``k``'s part of a stacked structure: slice ``k`` of every array with the replica axis first."""
-    return nest.map_structure(lambda v: v[k] if _stacked(v, n) else v, structure)
+def _per_replica(structure: Any, n: int) -> Any:
+    """A stacked structure as ``strategy.run`` regroups the replicas' values: each array with the replica axis
+    first as per-replica values of its slices (other leaves, the same for every replica, as they are)."""
+    return nest.map_structure(lambda v: PerReplica([v[k] for k in range(n)]) if _stacked(v, n) else v, structure)
 
 
 def _stacked(value: Any, n: int) -> bool:
@@ -131,8 +132,7 @@ class BatchSafeReplicaContext(ReplicaContext):
         """``merge_fn(strategy, *args, **kwargs)`` once, each stacked argument given as per-replica values; a
         per-replica result comes back stacked."""
         n = self._replicas.num_local
-        grouped_args = regroup([_replica_slice(tuple(args), k, n) for k in range(n)])
-        grouped_kwargs = regroup([_replica_slice(dict(kwargs or {}), k, n) for k in range(n)])
+        grouped_args, grouped_kwargs = _per_replica(tuple(args), n), _per_replica(dict(kwargs or {}), n)
         result = self._replicas.merge_call(lambda strategy: merge_fn(strategy, *grouped_args, **grouped_kwargs))
         return nest.map_structure(
             lambda v: np.stack([np.asarray(select_replica(k, v)) for k in range(n)])
