@@ -21,16 +21,19 @@ HEADS = {
     "sigmoid+binary": ("sigmoid", "binary_crossentropy", "binary"),
     "linear+mse": (None, "mse", "one_hot"),
     "tanh+mae": ("tanh", "mae", "one_hot"),
+    "linear+huber": (None, "huber", "one_hot"),  # (a loss without stacked execution: computed replica by replica)
 }
 
 
-def make_model(hidden, head, optimizer, flatten):
-    """A Sequential MLP: optional Flatten, Dense layers of ``hidden`` (units, activation), the head's output."""
+def make_model(hidden, head, optimizer, flatten, regularized=False):
+    """A Sequential MLP: optional Flatten, Dense layers of ``hidden`` (units, activation), the head's output
+    (``regularized``: with an L2 penalty, so fit runs per replica and evaluate computes the loss per replica)."""
     activation, loss, _ = HEADS[head]
     layers = [keras.Input((2, 3) if flatten else (6,))] + ([keras.layers.Flatten()] if flatten else [])
     for i, (units, act) in enumerate(hidden):
         layers.append(keras.layers.Dense(units, activation=act, kernel_initializer=keras.initializers.GlorotUniform(i)))
-    layers.append(keras.layers.Dense(3, kernel_initializer=keras.initializers.GlorotUniform(7)))
+    layers.append(keras.layers.Dense(3, kernel_initializer=keras.initializers.GlorotUniform(7),
+                                     kernel_regularizer="l2" if regularized else None))
     if activation is not None:
         layers.append(keras.layers.Activation(activation))
     model = keras.Sequential(layers)
@@ -49,13 +52,13 @@ def data(n, head, flatten, seed=0):
     return x, y
 
 
-def train_evaluate_predict(stack, hidden, head, optimizer, flatten, n, batch, multi_worker):
+def train_evaluate_predict(stack, hidden, head, optimizer, flatten, n, batch, multi_worker, regularized=False):
     """fit (2 epochs), evaluate, predict; returns everything as bytes to compare bit for bit, and how many steps
     ran stacked."""
     strategy = ml.MultiWorkerMirroredStrategy() if multi_worker else ml.distribute.MirroredStrategy()
     x, y = data(n, head, flatten)
     with strategy.scope():
-        model = make_model(hidden, head, optimizer, flatten)
+        model = make_model(hidden, head, optimizer, flatten, regularized)
     model.stack_replicas = stack
     history = model.fit(md.Dataset.from_tensor_slices((x, y)).batch(batch), epochs=2, verbose=0)
     evaluated = model.evaluate(md.Dataset.from_tensor_slices((x, y)).batch(batch), verbose=0, return_dict=True)
@@ -85,16 +88,16 @@ layer_specs = st.lists(st.tuples(st.integers(1, 9), st.sampled_from([None, "relu
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hidden=layer_specs, head=st.sampled_from(sorted(HEADS)), optimizer=st.sampled_from(["sgd", "adam"]),
        flatten=st.booleans(), per_replica=st.integers(1, 4), extra=st.integers(0, 30),
-       shape=st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2), (2, 3)]))
+       shape=st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2), (2, 3)]), regularized=st.booleans())
 def test_stacked_steps_equal_per_replica_steps_bit_for_bit(monkeypatch, hidden, head, optimizer, flatten, per_replica,
-                                                            extra, shape):
+                                                            extra, shape, regularized):
     # The first global batch splits evenly (Keras builds from it, see UNEVEN_FIRST_BATCH); the last may be partial,
     # down to empty replica batches, which run per replica.
     calls = count_stacked(monkeypatch)
     workers, devices = shape
     batch = per_replica * workers * devices
     n = batch + extra
-    args = (hidden, head, optimizer, flatten, n, batch, workers > 1)
+    args = (hidden, head, optimizer, flatten, n, batch, workers > 1, regularized)
     stacked = SimCluster(workers, devices).run(train_evaluate_predict, True, *args).values()
     ran_stacked = len(calls)
     per_replica = SimCluster(workers, devices).run(train_evaluate_predict, False, *args).values()
@@ -198,3 +201,20 @@ def test_stacked_steps_leave_the_same_trace_as_per_replica_steps(shape):
             for stack in (True, False)]
     assert runs[0].values() == runs[1].values()
     assert runs[0].trace.to_jsonl() == runs[1].trace.to_jsonl()
+
+
+def test_losses_that_compute_rows_apart_stack_and_others_are_computed_replica_by_replica():
+    losses = keras.losses
+    assert all(loss.stack_refusal(10) is None for loss in (
+        losses.SparseCategoricalCrossentropy(), losses.CategoricalCrossentropy(from_logits=True),
+        losses.BinaryCrossentropy(label_smoothing=0.1), losses.MeanSquaredError(), losses.MeanAbsoluteError()))
+    refused = {"no stacked execution": losses.Huber(), "reduces with 'sum'": losses.MeanSquaredError(reduction="sum"),
+               "over axis 0": losses.CategoricalCrossentropy(axis=0),
+               "ignore_class": losses.SparseCategoricalCrossentropy(ignore_class=0)}
+    for words, loss in refused.items():
+        assert words in loss.stack_refusal(10)
+    assert "rows of 9000 values" in losses.MeanSquaredError().stack_refusal(9000)
+
+    class OwnLoss(losses.MeanSquaredError):
+        pass
+    assert "OwnLoss" in OwnLoss().stack_refusal(10)

@@ -128,15 +128,22 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     passes = _forward(layers, x, train)
     out, cache = passes[-1]
     logits = layers[-1]._logits(cache)
-    seeds = []
-    for k, (x_k, y_k, weight_k) in enumerate(shares):
+    if _loss_refusal(model, shares, out) is None:
+        losses, top, used = model.loss.stacked_in_step(np.stack([share[1] for share in shares]),
+                                                       out if logits is None else activations.with_logits(out, logits))
+        from_logits = logits is not None and used is logits
+    else:  # the loss (and its gradient) replica by replica
+        losses, seeds = zip(*(_replica_loss(model, layers[-1], shares[k], out[k], None if logits is None else logits[k],
+                                            tuple(c[k] for c in cache), train, replicas.replica(k))
+                              for k in range(replicas.num_local)))
+        from_logits = logits is not None
+        top = np.stack([np.asarray(s) for s in seeds]) if train else None
+    for k, share in enumerate(shares):
         with replicas.replica(k):
-            seeds.append(_replica_loss(model, layers[-1], (x_k, y_k, weight_k), out[k],
-                                       None if logits is None else logits[k], tuple(c[k] for c in cache), train))
+            _replica_metrics(model, share, losses[k], out[k], None if logits is None else logits[k])
     if not train:
         return
-    top = out if logits is None else logits
-    grads = _backward(layers, passes, asarray(np.stack([np.asarray(s) for s in seeds]), top.dtype), logits is not None)
+    grads = _backward(layers, passes, asarray(top, (logits if from_logits else out).dtype), from_logits)
     variables = model.trainable_variables
     by_leaf = [[_cast(g, var.dtype) for g in grads[id(var)]] for var in variables]
     reduced = replicas.all_reduce(ReduceOp.SUM, by_leaf)
@@ -144,27 +151,46 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     replicas.merge_call(lambda strategy: optimizer._apply(reduced, variables))
 
 
+def _loss_refusal(model: "Model", shares: list[tuple], out: Any) -> str | None:
+    """Why the compiled loss cannot run on all replicas at once (then it runs replica by replica); None when it
+    can: no regularization losses, no sample weights, labels of one shape, a loss that allows it."""
+    if model.losses or model.loss is None:
+        return "regularization losses, or no compiled loss"
+    labels = [share[1] for share in shares]
+    if any(share[2] is not None for share in shares) or not all(isinstance(y, np.ndarray) for y in labels):
+        return "sample weights, or labels that are not arrays"
+    if len({y.shape for y in labels}) != 1 or labels[0].shape[:1] != out.shape[1:2]:
+        return "the replicas' labels differ in shape"
+    return model.loss.stack_refusal(out.shape[-1])
+
+
 def _replica_loss(model: "Model", last: BuiltinLayer, share: tuple, out: Any, logits: Any, cache: tuple,
-                  train: bool) -> Any:
-    """One replica's loss, loss tracker and metrics, as ``Model._step`` computes them from the model's output (here
-    a tape leaf standing for it, with its logits as ``differentiable`` gives them); returns the loss's gradient
-    w.r.t. that output (w.r.t. the logits when the output keeps them), or None when not training."""
+                  train: bool, replica: Any) -> tuple[Any, Any]:
+    """One replica's loss, as ``Model._step`` computes it from the model's output (here a tape leaf standing for
+    it, with its logits as ``differentiable`` gives them), in the ``replica`` context; returns it and its gradient
+    w.r.t. that output (w.r.t. the logits when the output keeps them), None when not training."""
     x, y, sample_weight = share
-    replicas_in_sync = model._strategy.num_replicas_in_sync
-    with GradientTape() as tape:
+    with replica, GradientTape() as tape:
         leaf = Tracked(out if logits is None else logits, lambda g: [])
         if logits is None:
             y_pred = leaf
         else:
             result = Tracked(out, lambda g: [(leaf, last._activation_grad(cache, asarray(g, out.dtype)))], (leaf,))
-            activations.with_logits(out, logits)  # (metrics read the plain output)
             y_pred = activations.with_logits(result, leaf)
         loss = model.compute_loss(x, y, y_pred, sample_weight, training=train)
-    value = untracked(loss)
-    model._loss_tracker.update_state(value * replicas_in_sync if replicas_in_sync > 1 else value,
+    return untracked(loss), (tape.gradient(loss, leaf) if train else None)
+
+
+def _replica_metrics(model: "Model", share: tuple, loss: Any, out: Any, logits: Any) -> None:
+    """One replica's loss tracker and compiled metrics, as ``Model._step`` updates them (on its own copies)."""
+    x, y, sample_weight = share
+    replicas_in_sync = model._strategy.num_replicas_in_sync
+    loss = np.asarray(loss)
+    model._loss_tracker.update_state(loss * replicas_in_sync if replicas_in_sync > 1 else loss,
                                      sample_weight=np.float32(np.shape(x)[0]))
-    model._compile_metrics.update_state(y, untracked(y_pred), sample_weight)
-    return tape.gradient(loss, leaf) if train else None
+    if logits is not None:
+        activations.with_logits(out, logits)  # (metrics read the plain output)
+    model._compile_metrics.update_state(y, out, sample_weight)
 
 
 def _backward(layers: list[Layer], passes: list[tuple[Any, Any]], top: Any, from_logits: bool) -> dict[int, Any]:
