@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mirrorlab.tf as ml
-from mirrorlab.distribute import batch_safe as batch_safe_module
 from mirrorlab.distribute.batch_safe import batch_safe, is_batch_safe
 from mirrorlab.sim import SimCluster
 
@@ -57,25 +56,25 @@ def test_batch_safe_functions_give_the_results_and_trace_of_per_replica_calls(sh
     assert runs[0].trace.to_jsonl() == runs[1].trace.to_jsonl()
 
 
-def count_stacked(monkeypatch):
-    calls = []
-    original = batch_safe_module.run_stacked
+def shapes_seen(uneven):
+    """The input shapes a batch-safe function is called with on each worker (one call, stacked, or one per replica)."""
+    strategy = ml.MultiWorkerMirroredStrategy()
+    xs = strategy.experimental_distribute_values_from_function(
+        lambda c: np.ones((2 + (c.replica_id_in_sync_group % 2 if uneven else 0), 3), np.float32))
+    seen = []
 
-    def counted(*args):
-        calls.append(1)
-        return original(*args)
-    monkeypatch.setattr(batch_safe_module, "run_stacked", counted)
-    return calls
+    @batch_safe
+    def fn(xb):
+        seen.append(xb.shape)
+        return xb
+    strategy.run(fn, args=(xs,))
+    return seen
 
 
-def test_equal_replica_batches_stack_and_uneven_ones_run_per_replica(monkeypatch):
-    calls = count_stacked(monkeypatch)
-    SimCluster(1, 4).run(training_program, True, 3, 5, 2, False).values()
-    assert len(calls) == 2
-    SimCluster(1, 4).run(training_program, True, 3, 5, 2, True).values()
-    assert len(calls) == 2
-    SimCluster(2, 1).run(training_program, True, 3, 5, 2, False).values()  # one local replica: nothing to stack
-    assert len(calls) == 2
+def test_equal_replica_batches_stack_and_uneven_ones_run_per_replica():
+    assert SimCluster(1, 4).run(shapes_seen, False).values() == [[(4, 2, 3)]]
+    assert sorted(SimCluster(1, 4).run(shapes_seen, True).values()[0]) == [(2, 3), (2, 3), (3, 3), (3, 3)]
+    assert SimCluster(2, 1).run(shapes_seen, False).values() == [[(2, 3)]] * 2  # one local replica: nothing to stack
 
 
 def unsupported(what):
