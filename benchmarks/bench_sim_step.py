@@ -2,9 +2,11 @@
 
 1. One training step of an MLP 784-128-10 (global batch 256, SGD, sparse softmax cross-entropy) on
    ``SimCluster(1, 8)``, ``(2, 4)`` and ``(8, 1)`` versus the same math on the whole batch and as 8 slices in
-   plain NumPy; and Keras ``fit`` of the same model on ``SimCluster(1, 8)``, its local replicas stacked (the
-   default, see ``mirrorlab/tf/keras/stacked_step.py``) and one step per replica (``model.stack_replicas = False``). The variants run interleaved (repetition r of each before repetition r + 1) and the min and median
-   over repetitions are printed with their ratios, because absolute timings on a shared machine are noisy.
+   plain NumPy; the hand-written step also declared ``@batch_safe`` (run stacked); and Keras ``fit`` of the same
+   model on ``SimCluster(1, 8)``, its local replicas stacked (the default, see
+   ``mirrorlab/tf/keras/stacked_step.py``) and one step per replica (``model.stack_replicas = False``). The
+   variants run interleaved (repetition r of each before repetition r + 1) and the min and median over
+   repetitions are printed with their ratios, because absolute timings on a shared machine are noisy.
 2. 1024 simulated replicas all-reducing 1M float32 values each, in four cluster shapes, each in its own
    process so its peak memory (max RSS) is its own. Target < 2 s and < 2 GB.
 
@@ -121,7 +123,8 @@ def simulated(steps: int, devices: int = 8, workers: int = 1, stacked: bool = Fa
 def stacked_matches_per_replica(steps: int = 3, devices: int = 8) -> bool:
     """Whether the ``@batch_safe`` stacked hand-written step leaves the weights of the per-replica step, bit for bit
     (it does when NumPy's exp and log round each value alike wherever it lies in an array)."""
-    runs = [SimCluster(1, devices).run(hand_written_program, steps, stacked).values()[0][1] for stacked in (True, False)]
+    runs = [SimCluster(1, devices).run(hand_written_program, steps, stacked).values()[0][1]
+            for stacked in (True, False)]
     return all(a.tobytes() == b.tobytes() for a, b in zip(*runs))
 
 
@@ -225,7 +228,8 @@ def mlp_report(steps: int, repeats: int) -> None:
         best = min(times)
         print(f"  {name:42s}: min {best * 1e3:7.3f} ms, median {statistics.median(times) * 1e3:7.3f} ms; "
               f"min x whole batch {best / whole:5.2f}, min x 8 slices {best / sliced:5.2f}")
-    print(f"  @batch_safe stacked step's weights equal the per-replica step's bit for bit: {stacked_matches_per_replica()}")
+    print("  @batch_safe stacked step's weights equal the per-replica step's bit for bit: "
+          f"{stacked_matches_per_replica()}")
     print("  targets: simulated <= 1.5x the 8 slices (hand-written step), Keras fit <= 1.5x the whole batch; "
           "TF 2.21 MirroredStrategy ~4.7x whole batch")
 

@@ -101,7 +101,8 @@ def run_stacked_step(model: "Model", batch: Any, train: bool) -> None:
 def run_stacked_predict(model: "Model", batch: Any) -> Any:
     """``model.predict_step(batch)`` on every local replica, stacked: the replicas' outputs (per-replica values)."""
     def step(replicas: StackedReplicas) -> Any:
-        x = np.stack([unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(replicas.num_local)])
+        shares = [unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(replicas.num_local)]
+        x = asarray(np.stack(shares))
         model._check_input(x.shape[1:], False)
         out = _forward(model.layers, x, False)[-1][0]
         return regroup([out[k] for k in range(replicas.num_local)])
@@ -121,7 +122,7 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     """Keras' step (``Model._step``) of all local replicas: forward stacked, the loss and metrics per replica, the
     backward pass stacked, then the optimizer's all-reduce and update as ``apply_gradients`` does them."""
     shares = [unpack_x_y_sample_weight(select_replica(k, batch)) for k in range(replicas.num_local)]
-    x = np.stack([share[0] for share in shares])
+    x = asarray(np.stack([share[0] for share in shares]))  # (as a layer call converts its input)
     model._check_input(x.shape[1:], train)
     model._check_trace()
     layers = model.layers
