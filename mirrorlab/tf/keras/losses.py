@@ -174,12 +174,17 @@ class Loss(ABC):
 
     _stacks = False  # a class that declares (in its own body) that it computes each row apart: see stack_refusal
 
-    def stack_refusal(self, width: int) -> str | None:
-        """Why ``stacked_in_step`` cannot stand for ``in_step`` on each replica (predictions of ``width`` values per
-        example); None when it can: the loss's own class declares ``_stacks`` (its ``call`` and ``grad`` treat rows
-        apart), it reduces to the mean over the batch, and its sums along a row stay each row's own."""
+    def stack_refusal(self, label_shape: tuple, prediction_shape: tuple) -> str | None:
+        """Why ``stacked_in_step`` cannot stand for ``in_step`` on each replica (one replica's labels and predictions
+        of these shapes); None when it can: the loss's own class declares ``_stacks`` (its ``call`` and ``grad`` treat
+        rows apart), the labels match the predictions without broadcasting (Keras' rank matching counts ranks, which
+        a replica axis would shift), it reduces to the mean over the batch, and its sums along a row stay each
+        row's own."""
+        width = prediction_shape[-1]
         if not vars(type(self)).get("_stacks"):
             return f"loss {self.name!r} ({type(self).__name__}) has no stacked execution"
+        if tuple(label_shape) not in self._stacked_label_shapes(tuple(prediction_shape)):
+            return f"loss {self.name!r} broadcasts labels of shape {tuple(label_shape)} to {tuple(prediction_shape)}"
         if self.reduction != "sum_over_batch_size" or getattr(self, "axis", -1) != -1:
             return f"loss {self.name!r} reduces with {self.reduction!r} over axis {getattr(self, 'axis', -1)}"
         if getattr(self, "ignore_class", None) is not None:
@@ -187,6 +192,10 @@ class Loss(ABC):
         if not rows_summed_apart(width, self.dtype):
             return f"loss {self.name!r} sums rows of {width} values across replicas"
         return None
+
+    def _stacked_label_shapes(self, prediction_shape: tuple) -> tuple[tuple, ...]:
+        """The label shapes a stacked step takes for predictions of ``prediction_shape`` (one replica's): the same."""
+        return (prediction_shape,)
 
     def stacked_in_step(self, y_true: Any, y_pred: Any) -> tuple[Any, Any, Any]:
         """``in_step`` (no sample weights) of every replica at once, ``y_true`` and ``y_pred`` stacked on a leading
@@ -460,6 +469,10 @@ class SparseCategoricalCrossentropy(_Crossentropy):
 
     def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
         _check_sparse_shapes(tuple(y_true_shape), tuple(y_pred_shape))
+
+    def _stacked_label_shapes(self, prediction_shape: tuple) -> tuple[tuple, ...]:
+        """Class indices, one per example, or a column of them."""
+        return (prediction_shape[:-1], (*prediction_shape[:-1], 1))
 
     @staticmethod
     def _labels(y_true: Any, y_pred: Any) -> Any:

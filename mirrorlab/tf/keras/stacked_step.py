@@ -160,9 +160,9 @@ def _loss_refusal(model: "Model", shares: list[tuple], out: Any) -> str | None:
     labels = [share[1] for share in shares]
     if any(share[2] is not None for share in shares) or not all(isinstance(y, np.ndarray) for y in labels):
         return "sample weights, or labels that are not arrays"
-    if len({y.shape for y in labels}) != 1 or labels[0].shape[:1] != out.shape[1:2]:
+    if len({y.shape for y in labels}) != 1:
         return "the replicas' labels differ in shape"
-    return model.loss.stack_refusal(out.shape[-1])
+    return model.loss.stack_refusal(labels[0].shape, out.shape[1:])
 
 
 def _replica_loss(model: "Model", last: BuiltinLayer, share: tuple, out: Any, logits: Any, cache: tuple,
