@@ -4,7 +4,8 @@
    ``SimCluster(1, 8)``, ``(2, 4)`` and ``(8, 1)`` versus the same math on the whole batch and as 8 slices in
    plain NumPy; the hand-written step also declared ``@batch_safe`` (run stacked); and Keras ``fit`` of the same
    model on ``SimCluster(1, 8)``, its local replicas stacked (the default, see
-   ``mirrorlab/tf/keras/stacked_step.py``) and one step per replica (``model.stack_replicas = False``). The
+   ``mirrorlab/tf/keras/stacked_step.py``) and one step per replica (``model.stack_replicas = False``), and a
+   TF-style custom loop (GradientTape) of it, which runs per replica. The
    variants run interleaved (repetition r of each before repetition r + 1) and the min and median over
    repetitions are printed with their ratios, because absolute timings on a shared machine are noisy.
 2. 1024 simulated replicas all-reducing 1M float32 values each, in four cluster shapes, each in its own
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -162,6 +164,42 @@ def hand_written_program(steps: int, stacked: bool) -> tuple[float, list[np.ndar
     return (time.perf_counter() - start) / steps, [p.numpy() for p in params]
 
 
+def keras_mlp() -> Any:
+    """The MLP as a Keras Sequential model (in the current strategy's scope)."""
+    return ml.keras.Sequential([ml.keras.Input((784,)), ml.keras.layers.Dense(128, activation="relu"),
+                                ml.keras.layers.Dense(10)])
+
+
+def tape_loop(steps: int, devices: int = 8) -> float:
+    """Seconds per step of a TF-style custom loop on SimCluster(1, devices): the Keras MLP, a sparse cross-entropy,
+    ``compute_average_loss``, ``GradientTape`` and SGD's ``apply_gradients`` in ``strategy.run`` (per replica: its
+    loss over the whole stack would not be each replica's)."""
+    x, y = data()
+
+    def program() -> float:
+        strategy = ml.distribute.MirroredStrategy()
+        per = GLOBAL_BATCH // strategy.num_replicas_in_sync
+        with strategy.scope():
+            model, optimizer = keras_mlp(), ml.keras.optimizers.SGD(LR)
+        loss_fn = ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+        def replica_step(xb, yb):
+            with ml.GradientTape() as tape:
+                loss = ml.nn.compute_average_loss(loss_fn(yb, model(xb, training=True)), global_batch_size=GLOBAL_BATCH)
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+
+        xs, ys = (strategy.experimental_distribute_values_from_function(
+            lambda c, a=a: a[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per]) for a in (x, y))
+        for i in range(steps + 5):
+            if i == 5:
+                start = time.perf_counter()
+            strategy.run(replica_step, args=(xs, ys))
+        return (time.perf_counter() - start) / steps
+
+    return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
+
+
 def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
     """Seconds per step of Keras ``fit`` of the MLP on SimCluster(1, devices) (a first fit builds and warms up)."""
     x, y = data()
@@ -169,8 +207,7 @@ def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
     def program() -> float:
         strategy = ml.distribute.MirroredStrategy()
         with strategy.scope():
-            model = ml.keras.Sequential([ml.keras.Input((784,)), ml.keras.layers.Dense(128, activation="relu"),
-                                         ml.keras.layers.Dense(10)])
+            model = keras_mlp()
             model.compile(optimizer=ml.keras.optimizers.SGD(LR),
                           loss=ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.stack_replicas = stack
@@ -212,6 +249,7 @@ MLP_VARIANTS = {
     "SimCluster(1, 8), @batch_safe stacked": lambda steps: simulated(steps, stacked=True),
     "Keras fit, SimCluster(1, 8), stacked": lambda steps: keras_fit(steps, stack=True),
     "Keras fit, SimCluster(1, 8), per replica": lambda steps: keras_fit(steps, stack=False),
+    "tape loop, SimCluster(1, 8), per replica": tape_loop,
 }
 ALLREDUCE_SHAPES = ((1, 1024), (16, 64), (128, 8), (1024, 1))
 
