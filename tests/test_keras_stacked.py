@@ -26,9 +26,10 @@ HEADS = {
 }
 
 
-def make_model(hidden, head, optimizer, flatten, regularized=False):
-    """A Sequential MLP: optional Flatten, Dense layers of ``hidden`` (units, activation), the head's output
-    (``regularized``: with an L2 penalty, so fit runs per replica and evaluate computes the loss per replica)."""
+def make_model(hidden, head, optimizer, flatten, regularized=False, functional=False):
+    """A Sequential MLP (or the same chain as a functional model): optional Flatten, Dense layers of ``hidden``
+    (units, activation), the head's output (``regularized``: with an L2 penalty, so fit runs per replica and
+    evaluate computes the loss per replica)."""
     activation, loss, _ = HEADS[head]
     layers = [keras.Input((2, 3) if flatten else (6,))] + ([keras.layers.Flatten()] if flatten else [])
     for i, (units, act) in enumerate(hidden):
@@ -37,7 +38,13 @@ def make_model(hidden, head, optimizer, flatten, regularized=False):
                                      kernel_regularizer="l2" if regularized else None))
     if activation is not None:
         layers.append(keras.layers.Activation(activation))
-    model = keras.Sequential(layers)
+    if functional:
+        outputs = layers[0]
+        for layer in layers[1:]:
+            outputs = layer(outputs)
+        model = keras.Model(layers[0], outputs)
+    else:
+        model = keras.Sequential(layers)
     opt = keras.optimizers.SGD(0.1, momentum=0.5) if optimizer == "sgd" else keras.optimizers.Adam(0.01)
     model.compile(optimizer=opt, loss=loss, metrics=["accuracy"] + (["mse"] if HEADS[head][2] != "sparse" else []))
     return model
@@ -53,13 +60,14 @@ def data(n, head, flatten, seed=0):
     return x, y
 
 
-def train_evaluate_predict(stack, hidden, head, optimizer, flatten, n, batch, multi_worker, regularized=False):
+def train_evaluate_predict(stack, hidden, head, optimizer, flatten, n, batch, multi_worker, regularized=False,
+                           functional=False):
     """fit (2 epochs), evaluate, predict; returns everything as bytes to compare bit for bit, and how many steps
     ran stacked."""
     strategy = ml.MultiWorkerMirroredStrategy() if multi_worker else ml.distribute.MirroredStrategy()
     x, y = data(n, head, flatten)
     with strategy.scope():
-        model = make_model(hidden, head, optimizer, flatten, regularized)
+        model = make_model(hidden, head, optimizer, flatten, regularized, functional)
     model.stack_replicas = stack
     history = model.fit(md.Dataset.from_tensor_slices((x, y)).batch(batch), epochs=2, verbose=0)
     evaluated = model.evaluate(md.Dataset.from_tensor_slices((x, y)).batch(batch), verbose=0, return_dict=True)
@@ -89,16 +97,17 @@ layer_specs = st.lists(st.tuples(st.integers(1, 9), st.sampled_from([None, "relu
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hidden=layer_specs, head=st.sampled_from(sorted(HEADS)), optimizer=st.sampled_from(["sgd", "adam"]),
        flatten=st.booleans(), per_replica=st.integers(1, 4), extra=st.integers(0, 30),
-       shape=st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2), (2, 3)]), regularized=st.booleans())
+       shape=st.sampled_from([(1, 2), (1, 3), (1, 4), (2, 2), (2, 3)]), regularized=st.booleans(),
+       functional=st.booleans())
 def test_stacked_steps_equal_per_replica_steps_bit_for_bit(monkeypatch, hidden, head, optimizer, flatten, per_replica,
-                                                            extra, shape, regularized):
+                                                            extra, shape, regularized, functional):
     # The first global batch splits evenly (Keras builds from it, see UNEVEN_FIRST_BATCH); the last may be partial,
     # down to empty replica batches, which run per replica.
     calls = count_stacked(monkeypatch)
     workers, devices = shape
     batch = per_replica * workers * devices
     n = batch + extra
-    args = (hidden, head, optimizer, flatten, n, batch, workers > 1, regularized)
+    args = (hidden, head, optimizer, flatten, n, batch, workers > 1, regularized, functional)
     stacked = outcome(SimCluster(workers, devices).run(train_evaluate_predict, True, *args))
     ran_stacked = len(calls)
     per_replica = outcome(SimCluster(workers, devices).run(train_evaluate_predict, False, *args))
@@ -114,11 +123,12 @@ def outcome(run):
         return type(error).__name__, str(error).splitlines()[0]
 
 
-def test_full_batches_of_a_common_model_run_stacked(monkeypatch):
+@pytest.mark.parametrize("functional", [False, True])
+def test_full_batches_of_a_common_model_run_stacked(monkeypatch, functional):
     # 32 examples in global batches of 8 on 4 replicas: every step of fit (2 epochs x 4), evaluate (4) and predict
     # (4) stacks, and the results are those of the per-replica steps.
     calls = count_stacked(monkeypatch)
-    args = ([(5, "relu")], "softmax+sparse", "adam", False, 32, 8, False)
+    args = ([(5, "relu")], "softmax+sparse", "adam", False, 32, 8, False, False, functional)
     stacked = SimCluster(1, 4).run(train_evaluate_predict, True, *args).values()
     assert len(calls) == 16
     assert stacked == SimCluster(1, 4).run(train_evaluate_predict, False, *args).values()
@@ -136,7 +146,7 @@ def refusals(devices=4):
 
     def refusal(layers, batch=full, step="train_step", compile_args=None, cls=keras.Sequential, stack=True):
         with strategy.scope():
-            model = cls([keras.Input((6,)), *layers])
+            model = cls([keras.Input((6,)), *layers]) if isinstance(layers, list) else layers()
             model.compile(**{"optimizer": "sgd", "loss": "sparse_categorical_crossentropy", **(compile_args or {})})
         model.stack_replicas = stack
         return stacked_step.stack_refusal(model, step, batch)
@@ -149,7 +159,18 @@ def refusals(devices=4):
             return super().train_step(data)
 
     dense = keras.layers.Dense
+
+    def functional(branches=False, dtype="float32"):
+        def build():
+            inputs = keras.Input((6,), dtype=dtype)
+            outputs = dense(3)(inputs)
+            return keras.Model(inputs, keras.layers.Add()([outputs, dense(3)(inputs)]) if branches else outputs)
+        return build
+
     return {
+        "functional": refusal(functional()),
+        "functional with branches": refusal(functional(branches=True)),
+        "functional float64 input": refusal(functional(dtype="float64")),
         "plain": refusal([dense(4, activation="relu"), dense(3, activation="softmax")]),
         "predict": refusal([dense(3)], step="predict_step"),
         "dropout": refusal([keras.layers.Dropout(0.5), dense(3)]),
@@ -171,13 +192,14 @@ def refusals(devices=4):
 
 def test_stack_refusal_names_what_falls_back_to_per_replica_steps():
     got = SimCluster(1, 4).run(refusals).values()[0]
-    assert got["plain"] is None and got["predict"] is None
+    assert got["plain"] is None and got["predict"] is None and got["functional"] is None
     assert got["regularizer, evaluating"] is None and got["own train_step, evaluating"] is None
     expected = {"dropout": "Dropout", "batch norm": "BatchNormalization", "custom activation": "no stacked execution",
                 "gelu": "'gelu' has no stacked execution", "wide softmax": "softmax over 9000",
                 "dense subclass": "OwnDense", "regularizer": "regularization", "clipnorm": "clips",
                 "own train_step": "overrides train_step", "stack_replicas False": "stack_replicas",
-                "uneven batch": "differ in shape", "empty replica batches": "empty"}
+                "uneven batch": "differ in shape", "empty replica batches": "empty",
+                "functional with branches": "one chain", "functional float64 input": "conversions"}
     for case, words in expected.items():
         assert got[case] is not None and words in got[case], (case, got[case])
 

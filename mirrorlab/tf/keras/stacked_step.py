@@ -30,16 +30,17 @@ from .optimizers import Optimizer, _cast
 if TYPE_CHECKING:
     from .models import Model
 
-__all__ = ["stack_refusal", "run_stacked_step", "run_stacked_predict"]
+__all__ = ["stack_refusal", "chain", "run_stacked_step", "run_stacked_predict"]
 
 STEPS = ("train_step", "test_step", "predict_step")
 
 
 def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     """Why ``step`` (one of ``STEPS``) of ``model`` on the distributed ``batch`` must run per replica; None when it
-    runs stacked. It stacks when: the strategy has several local replicas on CPUs; the model is a Sequential
-    model (``model.stack_replicas`` left True) of layers whose own class declares stacked execution
-    (``stack_refusal`` defined in it, allowing these inputs) and that does not override its steps, ``compute_loss``
+    runs stacked. It stacks when: the strategy has several local replicas on CPUs; the model
+    (``model.stack_replicas`` left True) is a Sequential model, or a functional one whose layers form one chain
+    (``chain``) and whose input takes the inputs as they are, of layers whose own class declares stacked execution
+    (``stack_refusal`` defined in it, allowing these inputs), and it does not override its steps, ``compute_loss``
     or its call; every replica's inputs are one non-empty NumPy array, all of one shape; and, to train, there are
     no regularization losses and the optimizer neither clips nor overrides ``apply_gradients``."""
     from .models import Model  # (models imports this module)
@@ -51,8 +52,9 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
         return "one local replica"
     if ext._placement.on_gpu:
         return "the replicas run on GPUs"
-    if not model._in_sequence or not model.built:
-        return "not a built Sequential model"
+    layers = chain(model)
+    if layers is None:
+        return "not a built Sequential model, nor a functional model whose layers form one chain"
     overridden = [name for name in (step, "compute_loss", "_step", "__call__") if getattr(type(model), name)
                   is not getattr(Model, name)]
     if overridden:
@@ -67,7 +69,9 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     shape = shares[0].shape
     if any(is_cupy(w._read()) for w in model.weights):
         return "the weights live on a GPU"
-    refusal = _layers_refusal(model.layers, shape)
+    if not model._in_sequence and (len(shape) != len(model.inputs[0].shape) or not _fits(model, shares[0])):
+        return "the inputs need the functional model's conversions (rank, dtype or shape)"
+    refusal = _layers_refusal(layers, shape)
     if refusal is not None or step != "train_step":
         return refusal
     optimizer = model.optimizer
@@ -79,6 +83,36 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
             getattr(optimizer, clip) for clip in ("clipnorm", "clipvalue", "global_clipnorm")):
         return "the optimizer clips gradients or overrides apply_gradients"
     return None
+
+
+def chain(model: "Model") -> list[Layer] | None:
+    """The layers ``model`` applies one after the other: a built Sequential model's, or a functional model's whose
+    graph is one chain (one input and output, each layer called once, on the previous one's output alone); None for
+    other models."""
+    from .functional import Functional  # (it builds on models, which imports this module)
+    if model._in_sequence:
+        return model.layers if model.built else None
+    if type(model).call is not Functional.call or len(model.inputs) != 1 or len(model.outputs) != 1:
+        return None
+    previous, layers = model.inputs[0], []
+    for node in model._nodes:
+        if (len(node.args) != 1 or node.args[0] is not previous or node.kwargs or len(node.outputs) != 1
+                or not isinstance(node.operation, Layer)):
+            return None
+        layers.append(node.operation)
+        previous = node.outputs[0]
+    return layers if previous is model.outputs[0] else None
+
+
+def _fits(model: "Model", x: Any) -> bool:
+    """Whether one replica's inputs enter a functional model as they are: its input's dtype, a fitting shape."""
+    if x.dtype != np.dtype(model.inputs[0].dtype):
+        return False
+    try:
+        model._check_inputs(x)
+    except ValueError:
+        return False
+    return True
 
 
 def _layers_refusal(layers: list[Layer], shape: tuple) -> str | None:
@@ -104,7 +138,7 @@ def run_stacked_predict(model: "Model", batch: Any) -> Any:
         shares = [unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(replicas.num_local)]
         x = asarray(np.stack(shares))
         model._check_input(x.shape[1:], False)
-        out = _forward(model.layers, x, False)[-1][0]
+        out = _forward(chain(model), x, False)[-1][0]
         return regroup([out[k] for k in range(replicas.num_local)])
     return run_stacked(model._strategy, step)
 
@@ -125,7 +159,7 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     x = asarray(np.stack([share[0] for share in shares]))  # (as a layer call converts its input)
     model._check_input(x.shape[1:], train)
     model._check_trace()
-    layers = model.layers
+    layers = chain(model)
     passes = _forward(layers, x, train)
     out, cache = passes[-1]
     logits = layers[-1]._logits(cache)
