@@ -144,15 +144,28 @@ def refusals(devices=4):
     x, y = data(16, "softmax+sparse", False)
     full, uneven, empty = (first_batch(strategy, x[:n], y[:n], n) for n in (8, 7, 2))
 
-    def refusal(layers, batch=full, step="train_step", compile_args=None, cls=keras.Sequential, stack=True):
+    def refusal(layers, batch=full, step="train_step", compile_args=dict, cls=keras.Sequential, stack=True):
         with strategy.scope():
             model = cls([keras.Input((6,)), *layers]) if isinstance(layers, list) else layers()
-            model.compile(**{"optimizer": "sgd", "loss": "sparse_categorical_crossentropy", **(compile_args or {})})
+            model.compile(**{"optimizer": "sgd", "loss": "sparse_categorical_crossentropy", **compile_args()})
         model.stack_replicas = stack
+        model._build_from_first_batch(strategy.experimental_distribute_dataset(  # (as fit: metrics built from data)
+            md.Dataset.from_tensor_slices((x[:8], y[:8])).batch(8)), training=True)
         return stacked_step.stack_refusal(model, step, batch)
 
     class OwnDense(keras.layers.Dense):
         pass
+
+    class OnWrite(keras.metrics.Metric):  # a metric whose variable every update all-reduces (ON_WRITE, SUM)
+        def __init__(self):
+            super().__init__(name="on_write")
+            self.total = ml.Variable(0.0, aggregation=ml.VariableAggregation.SUM)
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.total.assign_add(np.float32(1.0))
+
+        def result(self):
+            return self.total.value()
 
     class OwnStep(keras.Sequential):
         def train_step(self, data):
@@ -181,7 +194,8 @@ def refusals(devices=4):
         "dense subclass": refusal([OwnDense(3)]),
         "regularizer": refusal([dense(3, kernel_regularizer="l2")]),
         "regularizer, evaluating": refusal([dense(3, kernel_regularizer="l2")], step="test_step"),
-        "clipnorm": refusal([dense(3)], compile_args={"optimizer": keras.optimizers.SGD(clipnorm=1.0)}),
+        "clipnorm": refusal([dense(3)], compile_args=lambda: {"optimizer": keras.optimizers.SGD(clipnorm=1.0)}),
+        "on-write metric": refusal([dense(3)], compile_args=lambda: {"metrics": [OnWrite()]}),
         "own train_step": refusal([dense(3)], cls=OwnStep),
         "own train_step, evaluating": refusal([dense(3)], step="test_step", cls=OwnStep),
         "stack_replicas False": refusal([dense(3)], stack=False),
@@ -199,7 +213,8 @@ def test_stack_refusal_names_what_falls_back_to_per_replica_steps():
                 "dense subclass": "OwnDense", "regularizer": "regularization", "clipnorm": "clips",
                 "own train_step": "overrides train_step", "stack_replicas False": "stack_replicas",
                 "uneven batch": "differ in shape", "empty replica batches": "empty",
-                "functional with branches": "one chain", "functional float64 input": "conversions"}
+                "functional with branches": "one chain", "functional float64 input": "conversions",
+                "on-write metric": "not ON_READ"}
     for case, words in expected.items():
         assert got[case] is not None and words in got[case], (case, got[case])
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...aggregation import ReduceOp
+from ...aggregation import ReduceOp, VariableSynchronization
 from ...distribute.regroup import regroup, select_replica
 from ...distribute.stacked_run import StackedReplicas, run_stacked
 from ...tensor import asarray, is_cupy
@@ -69,6 +69,8 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     shape = shares[0].shape
     if any(is_cupy(w._read()) for w in model.weights):
         return "the weights live on a GPU"
+    if any(getattr(v, "synchronization", None) != VariableSynchronization.ON_READ for v in _metric_state(model)):
+        return "a compiled metric keeps variables that are not ON_READ (their updates make the replicas meet)"
     if not model._in_sequence and (len(shape) != len(model.inputs[0].shape) or not _fits(model, shares[0])):
         return "the inputs need the functional model's conversions (rank, dtype or shape)"
     refusal = _layers_refusal(layers, shape)
@@ -102,6 +104,14 @@ def chain(model: "Model") -> list[Layer] | None:
         layers.append(node.operation)
         previous = node.outputs[0]
     return layers if previous is model.outputs[0] else None
+
+
+def _metric_state(model: "Model") -> list[Any]:
+    """The variables of the loss tracker and the compiled metrics: those made by ``add_variable`` and any other
+    held as an attribute."""
+    metrics = [m for m in [model._loss_tracker, *model._compiled_metric_list] if m is not None]
+    return [*model._metric_variables(),
+            *(v for m in metrics for v in vars(m).values() if hasattr(v, "synchronization") and hasattr(v, "assign"))]
 
 
 def _fits(model: "Model", x: Any) -> bool:
