@@ -269,3 +269,20 @@ def test_losses_that_compute_rows_apart_stack_and_others_are_computed_replica_by
     class OwnLoss(losses.MeanSquaredError):
         pass
     assert "OwnLoss" in OwnLoss().stack_refusal(*dense)
+
+
+def fit_with_labels_out_of_range(stack):
+    strategy = ml.distribute.MirroredStrategy()
+    x, y = data(16, "softmax+sparse", False)
+    y[5], y[6] = 7, 9  # replica 2 of the first batch holds both; 7 is reported, as that replica's kernel does
+    with strategy.scope():
+        model = make_model([], "softmax+sparse", "sgd", False)
+    model.stack_replicas = stack
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+
+
+def test_a_stacked_loss_that_raises_raises_the_first_failing_replicas_error():
+    stacked, per_replica = (outcome(SimCluster(1, 4).run(fit_with_labels_out_of_range, stack))
+                            for stack in (True, False))
+    assert stacked == per_replica
+    assert "Received a label value of 7" in stacked[1] and "Label values: 0 7 [" in stacked[1]

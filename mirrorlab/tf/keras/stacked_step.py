@@ -173,10 +173,9 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     passes = _forward(layers, x, train)
     out, cache = passes[-1]
     logits = layers[-1]._logits(cache)
-    if _loss_refusal(model, shares, out) is None:
-        losses, top, used = model.loss.stacked_in_step(np.stack([share[1] for share in shares]),
-                                                       out if logits is None else activations.with_logits(out, logits))
-        from_logits = logits is not None and used is logits
+    stacked = _stacked_loss(model, shares, out, logits)
+    if stacked is not None:
+        losses, top, from_logits = stacked
     else:  # the loss (and its gradient) replica by replica
         losses, seeds = zip(*(_replica_loss(model, layers[-1], shares[k], out[k], None if logits is None else logits[k],
                                             tuple(c[k] for c in cache), train, replicas.replica(k))
@@ -194,6 +193,20 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     reduced = replicas.all_reduce(ReduceOp.SUM, by_leaf)
     optimizer = model.optimizer
     replicas.merge_call(lambda strategy: optimizer._apply(reduced, variables))
+
+
+def _stacked_loss(model: "Model", shares: list[tuple], out: Any, logits: Any) -> tuple[Any, Any, bool] | None:
+    """The compiled loss of all replicas at once: ``(losses, gradients, whether w.r.t. the logits)``; None when
+    ``_loss_refusal`` refuses, or when it raises (labels out of range...): replica by replica, the error is then the
+    one the first failing replica raises, with its own values, as in ``strategy.run``."""
+    if _loss_refusal(model, shares, out) is not None:
+        return None
+    try:
+        losses, grads, used = model.loss.stacked_in_step(
+            np.stack([share[1] for share in shares]), out if logits is None else activations.with_logits(out, logits))
+    except Exception:  # noqa: BLE001 (recomputed per replica, which raises it as each replica would)
+        return None
+    return losses, grads, logits is not None and used is logits
 
 
 def _loss_refusal(model: "Model", shares: list[tuple], out: Any) -> str | None:
