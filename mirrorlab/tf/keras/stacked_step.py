@@ -174,19 +174,20 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     out, cache = passes[-1]
     logits = layers[-1]._logits(cache)
     stacked = _stacked_loss(model, shares, out, logits)
-    if stacked is not None:
-        losses, top, from_logits = stacked
-    else:  # the loss (and its gradient) replica by replica
-        losses, seeds = zip(*(_replica_loss(model, layers[-1], shares[k], out[k], None if logits is None else logits[k],
-                                            tuple(c[k] for c in cache), train, replicas.replica(k))
-                              for k in range(replicas.num_local)))
-        from_logits = logits is not None
-        top = np.stack([np.asarray(s) for s in seeds]) if train else None
-    for k, share in enumerate(shares):
+    seeds = []
+    for k, share in enumerate(shares):  # each replica's loss (unless stacked), then its metrics, as its step does
         with replicas.replica(k):
-            _replica_metrics(model, share, losses[k], out[k], None if logits is None else logits[k])
+            out_k, logits_k = out[k], None if logits is None else logits[k]
+            if stacked is None:
+                loss, seed = _replica_loss(model, layers[-1], share, out_k, logits_k, tuple(c[k] for c in cache), train)
+                seeds.append(seed)
+            _replica_metrics(model, share, loss if stacked is None else stacked[0][k], out_k, logits_k)
     if not train:
         return
+    if stacked is not None:
+        _, top, from_logits = stacked
+    else:
+        top, from_logits = np.stack([np.asarray(s) for s in seeds]), logits is not None
     grads = _backward(layers, passes, asarray(top, (logits if from_logits else out).dtype), from_logits)
     variables = model.trainable_variables
     by_leaf = [[_cast(g, var.dtype) for g in grads[id(var)]] for var in variables]
@@ -223,12 +224,12 @@ def _loss_refusal(model: "Model", shares: list[tuple], out: Any) -> str | None:
 
 
 def _replica_loss(model: "Model", last: BuiltinLayer, share: tuple, out: Any, logits: Any, cache: tuple,
-                  train: bool, replica: Any) -> tuple[Any, Any]:
+                  train: bool) -> tuple[Any, Any]:
     """One replica's loss, as ``Model._step`` computes it from the model's output (here a tape leaf standing for
-    it, with its logits as ``differentiable`` gives them), in the ``replica`` context; returns it and its gradient
-    w.r.t. that output (w.r.t. the logits when the output keeps them), None when not training."""
+    it, with its logits as ``differentiable`` gives them); returns it and its gradient w.r.t. that output (w.r.t.
+    the logits when the output keeps them), None when not training."""
     x, y, sample_weight = share
-    with replica, GradientTape() as tape:
+    with GradientTape() as tape:
         leaf = Tracked(out if logits is None else logits, lambda g: [])
         if logits is None:
             y_pred = leaf
