@@ -2,9 +2,10 @@
 
 The replicas' batches are stacked on a leading replica axis and the layers run once on the stack, with the same
 products as one replica's (``np.matmul`` multiplies each replica's matrix alone; Dense's weight gradients are each
-replica's ``x.T @ dz``; sums stay each replica's, ``tf_sum_each``). What is per replica stays per replica, in that
-replica's context: the loss and its gradient w.r.t. the model's output, the loss tracker and the metrics (each
-replica's own copies). The gradients go to the same all-reduce (each replica's share handed in as its own) and the
+replica's ``x.T @ dz``; sums stay each replica's, ``tf_sum_each``); so does the compiled loss when it declares it
+(``Loss.stack_refusal``). What is per replica stays per replica, in that replica's context: the loss tracker and the
+metrics (each replica's own copies), and the loss and its gradient w.r.t. the model's output for other losses. The
+gradients go to the same all-reduce (each replica's share handed in as its own) and the
 optimizer applies them once, as its ``merge_call`` does. So the weights, metrics and outputs are bit-identical to
 ``strategy.run`` of the step on each replica (tests/test_keras_stacked.py), at a fraction of the calls.
 
@@ -32,11 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["stack_refusal", "chain", "run_stacked_step", "run_stacked_predict"]
 
-STEPS = ("train_step", "test_step", "predict_step")
-
-
 def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
-    """Why ``step`` (one of ``STEPS``) of ``model`` on the distributed ``batch`` must run per replica; None when it
+    """Why ``step`` ("train_step", "test_step" or "predict_step") of ``model`` on the distributed ``batch`` must run per replica; None when it
     runs stacked. It stacks when: the strategy has several local replicas on CPUs; the model
     (``model.stack_replicas`` left True) is a Sequential model, or a functional one whose layers form one chain
     (``chain``) and whose input takes the inputs as they are, of layers whose own class declares stacked execution
