@@ -27,11 +27,13 @@ class NeedsData(BaseException):
 class LazyArray:
     """A described array: shape and dtype on demand, the operations collective algorithms use, nothing else."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_shape", "_dtype")
     __array_ufunc__ = None  # ``ndarray + lazy`` defers to ``lazy.__radd__``
 
     def __init__(self) -> None:
         self.value: Any = None  # the evaluated array, once ``lazy_eval`` computed it
+        self._shape: tuple | None = None  # found once (each node's shape depends on a chain of others)
+        self._dtype: np.dtype | None = None
 
     def inputs(self) -> tuple["LazyArray", ...]:
         """The described arrays this one is computed from."""
@@ -40,10 +42,20 @@ class LazyArray:
     # -- what an algorithm may ask -------------------------------------------------------------
     @property
     def shape(self) -> tuple:
-        raise NeedsData("shape")
+        if self._shape is None:
+            self._shape = self._find_shape()
+        return self._shape
 
     @property
     def dtype(self) -> np.dtype:
+        if self._dtype is None:
+            self._dtype = self._find_dtype()
+        return self._dtype
+
+    def _find_shape(self) -> tuple:
+        raise NeedsData("shape")
+
+    def _find_dtype(self) -> np.dtype:
         raise NeedsData("dtype")
 
     @property
@@ -129,12 +141,10 @@ class Leaf(LazyArray):
         super().__init__()
         self.value = array
 
-    @property
-    def shape(self) -> tuple:
+    def _find_shape(self) -> tuple:
         return self.value.shape
 
-    @property
-    def dtype(self) -> np.dtype:
+    def _find_dtype(self) -> np.dtype:
         return self.value.dtype
 
 
@@ -155,14 +165,12 @@ class Placeholder(LazyArray):
     def inputs(self) -> tuple[LazyArray, ...]:
         return (self.bound,)
 
-    @property
-    def shape(self) -> tuple:
+    def _find_shape(self) -> tuple:
         if self.bound is None:
             raise NeedsData(f"the shape of the message from worker {self.peer}")
         return self.bound.shape
 
-    @property
-    def dtype(self) -> np.dtype:
+    def _find_dtype(self) -> np.dtype:
         if self.bound is None:
             raise NeedsData(f"the dtype of the message from worker {self.peer}")
         return self.bound.dtype
@@ -180,15 +188,13 @@ class Add(LazyArray):
     def inputs(self) -> tuple[LazyArray, ...]:
         return self.a, self.b
 
-    @property
-    def shape(self) -> tuple:
+    def _find_shape(self) -> tuple:
         try:
             return self.a.shape
         except NeedsData:
             return self.b.shape
 
-    @property
-    def dtype(self) -> np.dtype:
+    def _find_dtype(self) -> np.dtype:
         return np.result_type(self.a.dtype, self.b.dtype)
 
 
@@ -209,13 +215,11 @@ class Slice(LazyArray):
         start, stop, _ = self.key.indices(self.base.shape[0])
         return start, max(start, stop)
 
-    @property
-    def shape(self) -> tuple:
+    def _find_shape(self) -> tuple:
         start, stop = self.rows()
         return (stop - start, *self.base.shape[1:])
 
-    @property
-    def dtype(self) -> np.dtype:
+    def _find_dtype(self) -> np.dtype:
         return self.base.dtype
 
 
@@ -231,15 +235,13 @@ class Reshape(LazyArray):
     def inputs(self) -> tuple[LazyArray, ...]:
         return (self.base,)
 
-    @property
-    def shape(self) -> tuple:
+    def _find_shape(self) -> tuple:
         if -1 not in self.new_shape:
             return self.new_shape
         known = math.prod(d for d in self.new_shape if d != -1)
         return tuple(self.base.size // known if d == -1 else d for d in self.new_shape)
 
-    @property
-    def dtype(self) -> np.dtype:
+    def _find_dtype(self) -> np.dtype:
         return self.base.dtype
 
 
@@ -255,11 +257,9 @@ class Concat(LazyArray):
     def inputs(self) -> tuple[LazyArray, ...]:
         return tuple(self.parts)
 
-    @property
-    def shape(self) -> tuple:
+    def _find_shape(self) -> tuple:
         shapes = [p.shape for p in self.parts]
         return (sum(s[0] for s in shapes), *shapes[0][1:])
 
-    @property
-    def dtype(self) -> np.dtype:
+    def _find_dtype(self) -> np.dtype:
         return np.result_type(*(p.dtype for p in self.parts))
