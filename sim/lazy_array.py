@@ -198,17 +198,30 @@ class Add(LazyArray):
         return np.result_type(self.a.dtype, self.b.dtype)
 
 
-class Slice(LazyArray):
-    """``base[key]`` along the first axis (step 1)."""
+class _View(LazyArray):
+    """The elements of ``base``, in another shape: same dtype, one input."""
 
-    __slots__ = ("base", "key")
+    __slots__ = ("base",)
 
-    def __init__(self, base: LazyArray, key: slice) -> None:
+    def __init__(self, base: LazyArray) -> None:
         super().__init__()
-        self.base, self.key = base, key
+        self.base = base
 
     def inputs(self) -> tuple[LazyArray, ...]:
         return (self.base,)
+
+    def _find_dtype(self) -> np.dtype:
+        return self.base.dtype
+
+
+class Slice(_View):
+    """``base[key]`` along the first axis (step 1)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, base: LazyArray, key: slice) -> None:
+        super().__init__(base)
+        self.key = key
 
     def rows(self) -> tuple[int, int]:
         """The first-axis range this slice keeps, ``[start, stop)``."""
@@ -219,30 +232,21 @@ class Slice(LazyArray):
         start, stop = self.rows()
         return (stop - start, *self.base.shape[1:])
 
-    def _find_dtype(self) -> np.dtype:
-        return self.base.dtype
 
-
-class Reshape(LazyArray):
+class Reshape(_View):
     """``base.reshape(shape)`` (row-major, as NumPy)."""
 
-    __slots__ = ("base", "new_shape")
+    __slots__ = ("new_shape",)
 
     def __init__(self, base: LazyArray, shape: tuple) -> None:
-        super().__init__()
-        self.base, self.new_shape = base, shape
-
-    def inputs(self) -> tuple[LazyArray, ...]:
-        return (self.base,)
+        super().__init__(base)
+        self.new_shape = shape
 
     def _find_shape(self) -> tuple:
         if -1 not in self.new_shape:
             return self.new_shape
         known = math.prod(d for d in self.new_shape if d != -1)
         return tuple(self.base.size // known if d == -1 else d for d in self.new_shape)
-
-    def _find_dtype(self) -> np.dtype:
-        return self.base.dtype
 
 
 class Concat(LazyArray):
