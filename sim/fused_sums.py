@@ -18,7 +18,7 @@ import numpy as np
 
 from mirrorlab.tensor import immutable
 
-from .lazy_array import Concat, LazyArray, Leaf, Placeholder, Reshape, Slice, bottom_up
+from .lazy_array import Concat, LazyArray, Leaf, Placeholder, Reshape, Slice, bottom_up, view_base
 
 __all__ = ["FusedSums"]
 
@@ -96,14 +96,7 @@ class FusedSums:
 
     def array(self, node: LazyArray) -> np.ndarray:
         """``node``'s value, read-only; a slice or reshape of a node views that node's (shared) value."""
-        base, start = node, 0
-        while isinstance(base, (Slice, Reshape, Placeholder)):
-            if isinstance(base, Slice):
-                first, _ = base.rows()
-                start += first * math.prod(base.base.shape[1:])
-                base = base.base
-            else:
-                base = base.base if isinstance(base, Reshape) else base.bound
+        base, start = view_base(node)
         flat = self._flat_value(base)
         return flat[start:start + node.size].reshape(node.shape)
 

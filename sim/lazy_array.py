@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NeedsData", "LazyArray", "Leaf", "Placeholder", "Add", "Slice", "Reshape", "Concat", "lift", "bottom_up"]
+__all__ = ["NeedsData", "LazyArray", "Leaf", "Placeholder", "Add", "Slice", "Reshape", "Concat", "lift", "bottom_up", "view_base"]
 
 
 class NeedsData(BaseException):
@@ -130,6 +130,17 @@ def bottom_up(root: LazyArray, known: Callable[[LazyArray], bool], compute: Call
             continue
         compute(top)
         stack.pop()
+
+
+def view_base(node: LazyArray) -> tuple[LazyArray, int]:
+    """The array ``node`` views (through slices, reshapes and matched placeholders) and the flat position where
+    ``node``'s elements start in it."""
+    start = 0
+    while isinstance(node, (Slice, Reshape, Placeholder)):
+        if isinstance(node, Slice):
+            start += node.rows()[0] * math.prod(node.base.shape[1:])
+        node = node.bound if isinstance(node, Placeholder) else node.base
+    return node, start
 
 
 class Leaf(LazyArray):

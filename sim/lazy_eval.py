@@ -15,7 +15,7 @@ import numpy as np
 from mirrorlab.tensor import immutable
 
 from .fused_sums import FusedSums
-from .lazy_array import Add, Concat, LazyArray, Leaf, Reshape, Slice, bottom_up
+from .lazy_array import Add, Concat, LazyArray, Leaf, Reshape, Slice, bottom_up, view_base
 
 __all__ = ["replay", "Materializer", "FUSE_FROM"]
 
@@ -61,10 +61,10 @@ class Materializer:
         return value
 
     def array(self, node: LazyArray) -> Any:
-        if isinstance(node, Leaf):
-            out = node.value
-        elif node.size * self.ranks >= FUSE_FROM:
+        """``node``'s value; fused when the array it views is large (so that every part of a packed result views
+        one shared array), else replayed."""
+        base, _ = view_base(node)
+        if not isinstance(base, Leaf) and base.size * self.ranks >= FUSE_FROM:
             return self.fused.array(node)
-        else:
-            out = replay(node)
+        out = replay(node)
         return out if immutable(out) else out.copy()
