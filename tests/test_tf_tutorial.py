@@ -347,7 +347,9 @@ def test_multi_worker_keras_tutorial_saves_and_loads_the_model(tmp_path, monkeyp
     model_path = str(tmp_path / "models" / "keras-model.keras")
     (tmp_path / "models").mkdir()
     checkpoint_dir = str(tmp_path / "models" / "ckpt")
-    results = SimCluster(workers=2, seed=3).run(run_tutorial_and_saving, 3, model_path, checkpoint_dir).values()
+    # The tutorial races: the non-chief reads the latest checkpoint with no collective after the chief's save, so
+    # under some interleavings (seeds) it reads none yet, as in TF. This seed has the chief save first.
+    results = SimCluster(workers=2, seed=0).run(run_tutorial_and_saving, 3, model_path, checkpoint_dir).values()
     # (the tutorial deletes the non-chief's checkpoint directory, not the empty workertemp_1 around it)
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["ckpt", "keras-model.keras", "workertemp_1"]
     assert not any((tmp_path / "models" / "workertemp_1").iterdir())

@@ -112,7 +112,7 @@ class CollectiveGroup:
         start = self.comm.now()
         status, text, result = "ok", "", None
         try:
-            result = body(inst)
+            result = inst.run(body)
             return result
         except errors.OpError as exc:
             status, text = "error", _error_text(exc)
