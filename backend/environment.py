@@ -20,16 +20,20 @@ from mirrorlab import errors
 from mirrorlab._version import __version__
 from mirrorlab.cluster import ClusterSpec, TFConfigClusterResolver, id_in_cluster
 from mirrorlab.collective.communicator import Communicator
+from mirrorlab.diagnostics.findings import Finding
+from mirrorlab.diagnostics.live_hang import check_live_hang
 from mirrorlab.runtime.base import WorkerRuntime
 from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.runtime.local import LocalEnvironment
 from mirrorlab.runtime.seeds import op_seed
 
+from .diagnosed_transport import DiagnosedTransport
 from .flight_recorder import FlightRecorder
 from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
 from .liveness import Heartbeats
+from .peer_views import group_progress, worker_views
 from .rendezvous import Rendezvous, WorkerFacts
-from .settings import BackendSettings, devices_per_worker
+from .settings import BackendSettings, devices_per_worker, fingerprint
 from .shm_transport import ShmTransport
 from .transport_choice import choose_transport
 
@@ -48,6 +52,7 @@ class BackendEnvironment(LocalEnvironment):
         self._cluster: dict | None = None
         self._groups = 0
         self.communicators: list[Communicator] = []
+        self._group_comms: dict[int, Communicator] = {}  # by collective group, for progress reports
         self.recorder: FlightRecorder | None = None
         self._op_seeds = 0
         self._settings: BackendSettings | None = None
@@ -72,12 +77,19 @@ class BackendEnvironment(LocalEnvironment):
                                  f"{cluster_spec.as_dict()}. Fix: one process is one task of one cluster.")
             group = self._groups
             self._groups += 1
-        comm = Communicator(rank, len(names), names, self._transport(group, rank, names))
+        transport = DiagnosedTransport(self._transport(group, rank, names), lambda: self.hang_findings(group),
+                                       self.recorder.path)
+        comm = Communicator(rank, len(names), names, transport)
         self.communicators.append(comm)
+        self._group_comms[group] = comm
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
-        runtime = WorkerRuntime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)], self.recorder)
+        runtime = self.make_runtime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)])
         runtime.transport_name = self.transport_name
         return runtime
+
+    def make_runtime(self, comm: Communicator, devices: Sequence[str]) -> WorkerRuntime:
+        """This worker's runtime for one collective group (the scenario runner's workers add fault hooks here)."""
+        return WorkerRuntime(comm, devices, self.recorder)
 
     def _transport(self, group: int, rank: int, names: Sequence[str]) -> GrpcTransport | ShmTransport:
         """Collective group ``group``'s transport; a shared-memory session is named from the cluster token (fresh
@@ -97,13 +109,14 @@ class BackendEnvironment(LocalEnvironment):
         addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
         self.transport_name = choose_transport(addresses)
         self._settings = settings
-        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls)
+        node = PeerNode(rank, names, addresses, settings.token, settings.bind_host, tls=settings.tls,
+                        keepalive=settings.keepalive)
         node.local_state = self.describe_state
         node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
-        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads())
+        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
         rendezvous = Rendezvous(node, facts)
-        heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state)
+        heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()
         self.recorder = FlightRecorder({"workers": len(names), "devices_per_worker": devices, "clock": "wall",
@@ -132,6 +145,20 @@ class BackendEnvironment(LocalEnvironment):
         if done:
             return f"after {max(done, key=lambda s: s.seq).describe()}"
         return "not yet in a collective"
+
+    def progress(self) -> dict:
+        """Per collective group (its number as a string), the collective completed last and the one in progress:
+        what a Ping reply tells peers, so that a peer whose collective fails can say who never entered it."""
+        return {str(group): group_progress(comm, self.recorder) for group, comm in list(self._group_comms.items())}
+
+    def hang_findings(self, group: int) -> list[Finding]:
+        """Why collective group ``group`` hangs, from this worker's state and every peer's answer to a ping sent
+        now (within a fifth of the heartbeat timeout, at most 1 s): the findings trace analysis would give."""
+        if self._heartbeats is None or group not in self._group_comms:
+            return []
+        comm = self._group_comms[group]
+        timeout = min(1.0, self._settings.heartbeat_timeout / 5)
+        return check_live_hang(worker_views(group, comm, self.recorder, comm.names, self._heartbeats, timeout))
 
     def fail(self, exc: BaseException) -> None:
         """Abort every group on every peer with this worker's unhandled error, and dump the flight recorder."""

@@ -25,6 +25,14 @@ class FlightRecorder(Trace):
         super().__init__(meta=meta)
         self.events = deque(maxlen=capacity)  # type: ignore[assignment]
 
+    def completed_at(self, seq: int, site: str) -> float | None:
+        """When this worker last completed collective ``seq`` called at ``site`` (the trace's clock: the transport's),
+        or None once the recorder no longer holds it. Groups number their collectives apart, so with several
+        strategies an event of another group at the same number and site may answer: the most recent one does."""
+        with self._lock:
+            return next((e.end for e in reversed(self.events) if e.seq == seq and e.site == site and e.status == "ok"),
+                        None)
+
     def path(self) -> str:
         """``$MIRRORLAB_FLIGHT_RECORDER_DIR`` (default: the temp dir) / ``mirrorlab-flight-<task>-<pid>.jsonl``."""
         folder = os.environ.get(RECORDER_DIR_VAR) or tempfile.gettempdir()

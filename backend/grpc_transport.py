@@ -26,6 +26,8 @@ from mirrorlab.collective.transport import Transport
 from mirrorlab.runtime.liveness import peer_lost_error
 
 from . import grpc_options, wire
+from .keepalive import Keepalive
+from .settings import DEFAULT_KEEPALIVE
 from .tls import TlsFiles
 
 __all__ = ["PeerNode", "GrpcTransport", "SERVICE", "TOKEN_KEY", "RANK_KEY"]
@@ -48,7 +50,7 @@ class PeerNode:
 
     def __init__(self, rank: int, names: Sequence[str], addresses: Sequence[str], token: str,
                  bind_host: str | None = None, limits: wire.WireLimits = wire.WireLimits(),
-                 tls: TlsFiles | None = None) -> None:
+                 tls: TlsFiles | None = None, keepalive: Keepalive = DEFAULT_KEEPALIVE) -> None:
         self.rank = rank
         self.size = len(addresses)
         self.names = list(names)
@@ -75,7 +77,8 @@ class PeerNode:
         self._channel_options = grpc_options.channel_options()
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2 * self.size + 8, thread_name_prefix="mirrorlab-rpc"),
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
-                                   options=grpc_options.server_options())
+                                   options=[*grpc_options.server_options(), *keepalive.server_options()])
+        self._client_options = [*self._channel_options, *keepalive.client_options()]
 
     def label(self, rank: int) -> str:
         """``worker 1 (/job:worker/replica:0/task:1 at 127.0.0.1:4000)``."""
@@ -135,7 +138,7 @@ class PeerNode:
     def channel(self, peer: int) -> grpc.Channel:
         with self._cond:
             if peer not in self._channels:
-                address, options = self.addresses[peer], self._channel_options
+                address, options = self.addresses[peer], self._client_options
                 self._channels[peer] = (grpc.secure_channel(address, self._tls.channel_credentials(), options)
                                         if self._tls else grpc.insecure_channel(address, options))
             return self._channels[peer]

@@ -1,5 +1,6 @@
 """The bounded startup handshake: every worker says Hello to every peer and both sides compare the facts
-that must agree (mirrorlab version, cluster spec, task identity, devices per worker, BLAS threads).
+that must agree (mirrorlab version, cluster spec, task identity, devices per worker, BLAS threads, and the
+entries of ``MIRRORLAB_FINGERPRINT`` such as a library version).
 
 A mismatch fails both workers with one message naming both sides' values; a peer that does not answer
 within the window gives ``UnavailableError`` naming the task and its address. Waiting happens in short
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import grpc
 
@@ -38,14 +39,17 @@ class WorkerFacts:
     task: str  # e.g. /job:worker/replica:0/task:1
     devices: int
     blas_threads: int
+    fingerprint: dict[str, str] = field(default_factory=dict)  # MIRRORLAB_FINGERPRINT's entries
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @staticmethod
     def from_json(data: dict) -> "WorkerFacts":
+        prints = data.get("fingerprint", {})
         return WorkerFacts(str(data["version"]), str(data["cluster"]), str(data["task"]), int(data["devices"]),
-                           int(data["blas_threads"]))
+                           int(data["blas_threads"]),
+                           {str(k): str(v) for k, v in prints.items()} if isinstance(prints, dict) else {})
 
 
 def mismatch_text(a: int, facts_a: WorkerFacts, b: int, facts_b: WorkerFacts) -> str | None:
@@ -53,12 +57,18 @@ def mismatch_text(a: int, facts_a: WorkerFacts, b: int, facts_b: WorkerFacts) ->
     (the same text on both sides: the lower rank is named first), or None when they agree."""
     if a > b:
         a, facts_a, b, facts_b = b, facts_b, a, facts_a
-    for field, words in _COMPARED:
-        mine, theirs = getattr(facts_a, field), getattr(facts_b, field)
+    for name, words in _COMPARED:
+        mine, theirs = getattr(facts_a, name), getattr(facts_b, name)
         if mine != theirs:
             return (f"Rendezvous failed: worker {b} ({facts_b.task}) {words.format(theirs)}, worker {a} "
                     f"({facts_a.task}) {words.format(mine)}.\nFix: start every worker with the same mirrorlab "
                     "version, TF_CONFIG cluster, devices per worker and MIRRORLAB_BLAS_THREADS.")
+    for key in sorted(set(facts_a.fingerprint) | set(facts_b.fingerprint)):
+        mine, theirs = facts_a.fingerprint.get(key), facts_b.fingerprint.get(key)
+        if mine != theirs:
+            return (f"Rendezvous failed: worker {b} ({facts_b.task}) has {key}={theirs!r}, worker {a} "
+                    f"({facts_a.task}) has {key}={mine!r} (MIRRORLAB_FINGERPRINT).\nFix: give every host the same "
+                    f"{key}: MultiWorkerMirroredStrategy needs every worker to run the same software.")
     return None
 
 

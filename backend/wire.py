@@ -2,9 +2,9 @@
 
 A frame is ``MAGIC`` (4 bytes), the header length (4 bytes, big-endian), the header as UTF-8 JSON, then
 the payload's raw little-endian bytes. On a stream a frame travels as pieces (``split``): the first of
-several says the frame's whole length, so the receiver fills one buffer instead of joining copies. The header says the frame's kind (a collective ``Message``, an
-``AbortNotice`` or a ``bye`` when a worker ends), its collective group, and for a message the array's
-dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
+several says the frame's whole length, so the receiver fills one buffer instead of joining copies. The
+header says the frame's kind (a collective ``Message``, an ``AbortNotice`` or a ``bye`` when a worker
+ends), its collective group, and for a message the array's dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
 the payload, so a hostile or corrupt frame costs nothing but a ``WireError``.
 """
 

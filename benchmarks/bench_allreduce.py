@@ -1,11 +1,12 @@
 """All-reduce latency and bus bandwidth between local processes (issue 29; never asserted in tests).
 
 Every path runs in the same worker processes, interleaved (repetition, then size, then path), so they
-share the machine's state: mirrorlab over shared memory (ring and halving-doubling), mirrorlab over gRPC
-when ``mirrorlab.backend.grpc_transport`` exists, ``torch.distributed`` gloo when torch is importable,
-and TensorFlow's ``MultiWorkerMirroredStrategy`` with the RING implementation (CPU collectives over its
-own gRPC) when tensorflow is importable. Each repetition starts after a barrier and counts the slowest
-rank's time; busbw = bytes / time x 2(n-1)/n, as nccl-tests define it.
+share the machine's state: mirrorlab over shared memory (each all-reduce algorithm, and "auto", the one
+``collective/algorithm_choice.py`` picks for the size), mirrorlab over gRPC (ring, pipelined ring, auto)
+when ``mirrorlab.backend.grpc_transport`` exists, ``torch.distributed`` gloo when torch is importable, and
+TensorFlow's ``MultiWorkerMirroredStrategy`` with the RING implementation (CPU collectives over its own
+gRPC) when tensorflow is importable. Each repetition starts after a barrier and counts the slowest rank's
+time; busbw = bytes / time x 2(n-1)/n, as nccl-tests define it.
 
 Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7] [--reuse-memory]
 [--paths "grpc ring,tf ring"]``.
@@ -22,15 +23,19 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 
 from mirrorlab.backend.malloc_tuning import reuse_freed_memory_env
 from mirrorlab.backend.shm_transport import ShmTransport
+from mirrorlab.collective.algorithm_choice import choose_all_reduce
+from mirrorlab.collective.allreduce_gather_reduce import allreduce_gather_reduce
 from mirrorlab.collective.allreduce_halving_doubling import allreduce_halving_doubling
 from mirrorlab.collective.allreduce_ring import allreduce_ring
+from mirrorlab.collective.allreduce_ring_pipelined import allreduce_ring_pipelined
+from mirrorlab.communication import CommunicationImplementation
 from mirrorlab.collective.barrier import barrier
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.collective.message import Fingerprint
@@ -56,13 +61,27 @@ def busbw(nbytes: int, seconds: float, n: int) -> float:
     return nbytes / seconds * 2 * (n - 1) / n
 
 
-def _mirrorlab_path(comm: Communicator, algorithm: Callable) -> Callable[[np.ndarray], object]:
-    def run(x: np.ndarray) -> object:
-        inst = comm.start(Fingerprint("all_reduce", "float32", x.shape, algorithm.__name__), "bench", None)
-        result = algorithm(inst, x)
-        inst.done()
-        return result
-    return run
+def chosen_all_reduce(inst: object, x: np.ndarray) -> object:
+    """What the strategy runs for ``x`` with AUTO (``algorithm_choice.choose_all_reduce``)."""
+    return choose_all_reduce(x.nbytes, inst.size, CommunicationImplementation.AUTO).run(inst, x)
+
+
+SHM_ALGORITHMS = {"ring": allreduce_ring, "halving-doubling": allreduce_halving_doubling,
+                  "gather-reduce": allreduce_gather_reduce, "pipelined ring": allreduce_ring_pipelined,
+                  "auto": chosen_all_reduce}
+GRPC_ALGORITHMS = ("ring", "gather-reduce", "pipelined ring", "auto")
+
+
+def _mirrorlab_paths(prefix: str, comm: Communicator, names: Iterable[str]) -> dict[str, Callable]:
+    """One timed path per algorithm name, over ``comm``."""
+    def path(name: str) -> Callable[[np.ndarray], object]:
+        def run(x: np.ndarray) -> object:
+            inst = comm.start(Fingerprint("all_reduce", "float32", x.shape, name), "bench", None)
+            result = SHM_ALGORITHMS[name](inst, x)
+            inst.done()
+            return result
+        return run
+    return {f"{prefix} {name}": path(name) for name in names}
 
 
 def _gloo_path(rank: int, n: int, port: int) -> Callable[[np.ndarray], object]:
@@ -114,10 +133,9 @@ def worker(rank: int, n: int, config: dict, out: str) -> None:
         closers.append(node.close)
     with ShmTransport.connect(config["session"], rank, n, names=names, timeout=120) as transport:
         comm = Communicator(rank, n, names, transport)
-        paths = {"shm ring": _mirrorlab_path(comm, allreduce_ring),
-                 "shm halving-doubling": _mirrorlab_path(comm, allreduce_halving_doubling)}
+        paths = _mirrorlab_paths("shm", comm, SHM_ALGORITHMS)
         if config["grpc"]:
-            paths["grpc ring"] = _mirrorlab_path(grpc_comm, allreduce_ring)
+            paths.update(_mirrorlab_paths("grpc", grpc_comm, GRPC_ALGORITHMS))
         if config["torch"]:
             paths["gloo"] = _gloo_path(rank, n, config["gloo_port"])
         if config["tf"]:
@@ -187,18 +205,21 @@ def measure(n: int, sizes: list[int], reps: int, warmup: int, use_grpc: bool, us
 
 
 def report(n: int, sizes: list[int], results: dict[str, np.ndarray]) -> str:
-    """A table: per size and path, min/median latency, busbw at the median, and the ratios to gloo and TF
-    (their median / this path's: above 1 is faster)."""
+    """A table: per size and path, min/median latency, busbw at the median, and the ratios of gloo's median,
+    of the same transport's ring's median (what AUTO ran up to 8 workers before the choice by size) and of
+    TF's MWMS ring's median to it (above 1: this path is faster)."""
     reps = len(next(iter(results.values())))
     lines = [f"\n{n} processes, float32 all-reduce (slowest rank per repetition; {reps} reps)",
-             f"{'size':>8} {'path':<22} {'min ms':>9} {'median ms':>10} {'busbw GB/s':>11} {'vs gloo':>8} {'vs tf':>8}"]
+             (f"{'size':>8} {'path':<22} {'min ms':>9} {'median ms':>10} {'busbw GB/s':>11} {'vs gloo':>8} "
+              f"{'vs ring':>8} {'vs tf':>8}")]
     for s, size in enumerate(sizes):
         for name, times in results.items():
             median = float(np.median(times[:, s]))
-            ratios = [f"{np.median(results[ref][:, s]) / median:7.2f}x" if ref in results and name != ref else ""
-                      for ref in ("gloo", "tf ring")]
+            ring = f"{name.split(' ')[0]} ring"
+            ratios = [f"{np.median(results[other][:, s]) / median:7.2f}x" if other in results and other != name else ""
+                      for other in ("gloo", ring, "tf ring")]
             lines.append(f"{_human(size):>8} {name:<22} {times[:, s].min() * 1e3:9.3f} {median * 1e3:10.3f} "
-                         f"{busbw(size, median, n) / 1e9:11.3f} {ratios[0]:>8} {ratios[1]:>8}")
+                         f"{busbw(size, median, n) / 1e9:11.3f} {ratios[0]:>8} {ratios[1]:>8} {ratios[2]:>8}")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ machine); these checks read each address the way a gRPC channel will and say wha
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections import defaultdict
@@ -65,7 +66,9 @@ def is_loopback(host: str) -> bool:
     return ip is not None and ip.is_loopback
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an IP address, or None (cached: every simulated worker's start-up checks every peer's host)."""
     try:
         return ipaddress.ip_address(host)
     except ValueError:

@@ -24,10 +24,10 @@ class TFConfigWarning(UserWarning):
     """TF_CONFIG is accepted as TensorFlow would, but the static checks found something that will go wrong."""
 
 
-def explanation(findings: list[Finding]) -> str:
-    """The lines appended to an error or warning: one per finding, with its fix."""
+def explanation(findings: list[Finding], how: str = "run `mirrorlab diagnose` for details") -> str:
+    """The lines appended to an error or warning: one per finding, with its fix; ``how`` says where to learn more."""
     lines = [f"  {f.one_line()} Fix: {f.fix}" for f in findings]
-    return "Diagnosis (run `mirrorlab diagnose` for details):\n" + "\n".join(lines)
+    return f"Diagnosis ({how}):\n" + "\n".join(lines)
 
 
 def _findings(*severities: Severity) -> list[Finding]:

@@ -122,8 +122,8 @@ def _span(e: CollectiveEvent, origin: float) -> dict:
             "site": e.site, "status": e.status}
     if e.error:
         args["error"] = e.error
-    args.update({k: v for k, v in (("step", e.step), ("nonfinite", e.nonfinite), ("digest", e.digest))
-                 if v is not None})
+    args.update({k: v for k, v in (("step", e.step), ("nonfinite", e.nonfinite), ("digest", e.digest),
+                                   ("algorithm", e.algorithm)) if v is not None})
     ts = (e.start - origin) * _MICROS
     span = {"ph": "X", "name": describe(e), "cat": "collective" if e.status == "ok" else "collective,error",
             "pid": e.worker + 1, "tid": e.replica + 1, "ts": ts, "dur": max((e.end - origin) * _MICROS - ts, 0.0),

@@ -13,7 +13,8 @@ from mirrorlab.diagnostics.findings import Finding, Severity, register_code
 from mirrorlab.diagnostics.trace_load import Call, LoadedTrace
 from mirrorlab.diagnostics.trace_verdict import majority, workers_text
 
-__all__ = ["NEVER_ENTERED", "WORKER_DIED", "STUCK_INSIDE", "STRAGGLER", "check_hang"]
+__all__ = ["NEVER_ENTERED", "WORKER_DIED", "STUCK_INSIDE", "STRAGGLER", "FIX_STOPPED", "FIX_DIED", "FIX_STUCK",
+           "FIX_STRAGGLER", "check_hang"]
 
 NEVER_ENTERED = register_code("ML-TRC-010", "some workers never entered a collective that others entered")
 WORKER_DIED = register_code("ML-TRC-011", "a worker died: its peers lost its heartbeats")
@@ -21,15 +22,15 @@ STUCK_INSIDE = register_code("ML-TRC-012", "workers entered a collective and nev
 STRAGGLER = register_code("ML-TRC-013", "a worker reached a collective only after its peers had given up waiting")
 
 _DEATH_MARK = "stopped sending heartbeats"
-_FIX_STOPPED = ("Make every worker run the same number of steps and collectives (the same dataset size or "
+FIX_STOPPED = ("Make every worker run the same number of steps and collectives (the same dataset size or "
                 "steps_per_epoch, no early `break` or `return` on one worker, no collective under `if is_chief:`); "
                 "if the worker is busy (a long save or evaluation), raise the collective timeout.")
-_FIX_DIED = ("Read worker {w}'s own log for the error that killed it (OOM, preemption, a crash), then restart the "
+FIX_DIED = ("Read worker {w}'s own log for the error that killed it (OOM, preemption, a crash), then restart the "
              "job from the last checkpoint (BackupAndRestore or PreemptionCheckpointHandler resume it).")
-_FIX_STUCK = ("The workers are alive and waiting but their data does not arrive: check the network between them "
+FIX_STUCK = ("The workers are alive and waiting but their data does not arrive: check the network between them "
               "(`mirrorlab preflight` on every worker shows a firewall or unreachable pair) and that no worker is "
               "stopped in a debugger.")
-_FIX_STRAGGLER = ("Find what makes {w} slow (input loading, an evaluation or save only it runs, a slower or busier host) "
+FIX_STRAGGLER = ("Find what makes {w} slow (input loading, an evaluation or save only it runs, a slower or busier host) "
                   "or raise CommunicationOptions(timeout_seconds=...) above its delay.")
 
 
@@ -66,7 +67,7 @@ def _late(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: dict[int,
                f"{'is' if len(late) == 1 else 'are'} alive but slow (a straggler), not cut off.")
     evidence = "\n".join(_progress(trace, calls, last, w) for w in sorted(calls))
     return Finding(STRAGGLER, Severity.ERROR, tuple(trace.worker_label(w) for w in late), message, evidence,
-                   _FIX_STRAGGLER.format(w=workers_text(late)))
+                   FIX_STRAGGLER.format(w=workers_text(late)))
 
 
 def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: dict[int, int],
@@ -89,7 +90,7 @@ def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: 
         evidence.append(f"worker {deaths[0].worker}'s error: {deaths[0].error}")
         return Finding(WORKER_DIED, Severity.ERROR, tuple(trace.worker_label(w) for w in laggards),
                        f"{message} Its peers lost its heartbeats: {workers_text(laggards)} died.",
-                       "\n".join(evidence), _FIX_DIED.format(w=", ".join(map(str, laggards))))
+                       "\n".join(evidence), FIX_DIED.format(w=", ".join(map(str, laggards))))
     verdict = majority([laggards, entered])
     they = "it is" if len(laggards) == 1 else "they are"
     alive = (f"Nothing in the trace says {workers_text(laggards)} died (the peers "
@@ -100,7 +101,7 @@ def _never_entered(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: 
                  f"call{'s' if len(entered) == 1 else ''} (e.g. under `if is_chief:`).")
     suspects = verdict.suspects or tuple(laggards) + tuple(entered)
     return Finding(NEVER_ENTERED, Severity.ERROR, tuple(trace.worker_label(w) for w in suspects),
-                   f"{message} {alive} {verdict.sentence()}", "\n".join(evidence), _FIX_STOPPED)
+                   f"{message} {alive} {verdict.sentence()}", "\n".join(evidence), FIX_STOPPED)
 
 
 def _stuck_inside(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: dict[int, int],
@@ -117,7 +118,7 @@ def _stuck_inside(trace: LoadedTrace, calls: dict[int, dict[int, Call]], last: d
                 f"not arrive (look at the links between {workers_text(earliest)}).")
     evidence = "\n".join(_progress(trace, calls, last, w) for w in sorted(calls))
     return Finding(STUCK_INSIDE, Severity.ERROR, tuple(trace.worker_label(w) for w in earliest), message, evidence,
-                   _FIX_STUCK)
+                   FIX_STUCK)
 
 
 def _sites(calls: dict[int, dict[int, Call]], workers: list[int], seq: int) -> str:

@@ -19,7 +19,7 @@ from mirrorlab.trace import TRACE_VERSION, CollectiveEvent, TraceNote
 
 __all__ = [
     "UNREADABLE_TRACE", "DAMAGED_LINES", "MISSING_WORKERS", "MIXED_RUNS",
-    "Call", "LoadedTrace", "describe", "load_trace_files", "load_trace_texts",
+    "Call", "LoadedTrace", "describe", "task_label", "load_trace_files", "load_trace_texts",
 ]
 
 UNREADABLE_TRACE = register_code("ML-TRC-100", "a trace file cannot be read or is not a mirrorlab trace",
@@ -35,7 +35,7 @@ _SHORT_ERROR = 110
 _INT, _NUM, _STR = (int,), (int, float), (str,)
 _EVENT_FIELDS = {"worker": _INT, "replica": _INT, "seq": _INT, "op": _STR, "detail": _STR, "dtype": _STR,
                  "shape": (list,), "start": _NUM, "end": _NUM, "site": _STR, "status": _STR, "error": _STR}
-_EVENT_OPTIONAL = {"step": _INT, "nonfinite": _INT, "digest": _STR}
+_EVENT_OPTIONAL = {"step": _INT, "nonfinite": _INT, "digest": _STR, "algorithm": _STR}
 _NOTE_FIELDS = {"note": _STR, "worker": _INT, "time": _NUM, "site": _STR, "details": (dict,)}
 _RUN_KEYS = ("seed", "workers", "devices_per_worker", "tasks", "clock")
 
@@ -103,9 +103,7 @@ class LoadedTrace:
         """The task name (``chief:0``, ``worker:1``) of trace worker ``worker``, for ``Finding.workers``."""
         tasks = self.meta.get("tasks")
         if isinstance(tasks, list) and worker < len(tasks) and isinstance(tasks[worker], str):
-            parts = dict(p.split(":", 1) for p in tasks[worker].strip("/").split("/") if ":" in p)
-            if "job" in parts and "task" in parts:
-                return f"{parts['job']}:{parts['task']}"
+            return task_label(tasks[worker], worker)
         return f"worker:{worker}"
 
     def calls(self) -> dict[int, dict[int, Call]]:
@@ -118,6 +116,14 @@ class LoadedTrace:
             if w in out:
                 out[w][seq] = Call(w, seq, tuple(sorted(events, key=lambda e: e.replica)))
         return out
+
+
+def task_label(task: str, worker: int) -> str:
+    """``worker:1`` for ``/job:worker/replica:0/task:1``; ``worker:<worker>`` when ``task`` is no such name."""
+    parts = dict(p.split(":", 1) for p in task.strip("/").split("/") if ":" in p)
+    if "job" in parts and "task" in parts:
+        return f"{parts['job']}:{parts['task']}"
+    return f"worker:{worker}"
 
 
 def load_trace_files(paths: Iterable[str | Path]) -> LoadedTrace:

@@ -9,8 +9,10 @@ __all__ = ["CommunicationImplementation", "CollectiveCommunication", "Collective
 
 
 class CommunicationImplementation(enum.Enum):
-    """RING: ring all-reduce at every cluster size. AUTO: the ring up to 8 workers, recursive
-    halving/doubling beyond (fewer rounds). NCCL: NCCL for GPU all-reduce where available, else AUTO."""
+    """RING: ring all-reduce at every cluster size. AUTO: the ring's summation order up to 8 workers, recursive
+    halving/doubling's beyond (fewer rounds); small messages run in one round and large ring-order ones pipelined,
+    with the same bits (``collective/algorithm_choice.py``). NCCL: NCCL for GPU all-reduce where available, else
+    AUTO."""
 
     AUTO = "AUTO"
     RING = "RING"

@@ -25,10 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS", "FAULT_NOTE"]
+__all__ = ["CollectiveEvent", "TraceNote", "Trace", "TRACE_VERSION", "VALUE_FIELDS", "OPTIONAL_FIELDS", "FAULT_NOTE"]
 
 TRACE_VERSION = 1
 VALUE_FIELDS = ("step", "nonfinite", "digest")
+OPTIONAL_FIELDS = (*VALUE_FIELDS, "algorithm")
+"""Fields left out of an event's JSON when None (``algorithm``: the all-reduce algorithm that ran across workers)."""
 FAULT_NOTE = "fault"
 """The note a simulator writes when an injected fault acts (details: ``effect`` and what it did)."""
 
@@ -52,9 +54,10 @@ class CollectiveEvent:
     step: int | None = None
     nonfinite: int | None = None
     digest: str | None = None
+    algorithm: str | None = None
 
     def to_json(self) -> str:
-        record = {k: v for k, v in asdict(self).items() if v is not None or k not in VALUE_FIELDS}
+        record = {k: v for k, v in asdict(self).items() if v is not None or k not in OPTIONAL_FIELDS}
         return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 

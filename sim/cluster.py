@@ -242,8 +242,12 @@ class SimRun:
         self.epoch = time.time()  # the simulated workers' wall clock reads epoch + virtual time
         fault_rng = random.Random(f"faults:{config.seed}")
         self.activation = activate(config.faults, config.seed)
+        instant = not config.latency and config.bandwidth is None and not any(
+            type(f).route is not Fault.route for f in self.activation.faults)
         self.network = SimNetwork(self.scheduler, seeded_route(self.activation.faults, config.latency,
-                                                               config.bandwidth, fault_rng), on_loss=self._message_lost)
+                                                               config.bandwidth, fault_rng),
+                                  on_loss=self._message_lost, instant=instant)
+        self.scheduler.on_idle = self.network.meetings.release_all
         self.tasks = [("chief", 0)] if config.chief else []
         self.tasks += [("worker", i) for i in range(config.workers - len(self.tasks))]
         jobs: dict[str, list[str]] = {}

@@ -40,7 +40,9 @@ class SimWorkerRuntime(WorkerRuntime):
 
     def before_collective(self, seq: int) -> None:
         self.env.fault_point(collective=seq)
-        self.env.run.scheduler.yield_()  # every collective is a scheduling point
+        if self.comm.transport is None or not self.env.run.network.instant:
+            self.env.run.scheduler.yield_()  # every collective is a scheduling point
+        # (on an instant network, joining the collective's other members is the scheduling point: collective_batch)
 
     def post_copies(self, key: tuple, post: object) -> dict[int, object]:
         """The other workers' posts for ``key`` so far; a key all workers posted is forgotten."""

@@ -19,6 +19,7 @@ from mirrorlab.collective.message import AbortNotice, Message
 from mirrorlab.collective.transport import Transport
 from mirrorlab.tensor import immutable
 
+from .collective_batch import Meetings
 from .faults import route_delay
 from .scheduler import Scheduler, SimThread
 
@@ -30,13 +31,16 @@ Route = Callable[[int, int, int, float], "float | None"]
 class SimNetwork:
     """Mailboxes keyed by (group, src, dst) holding (number, message) in sending order.
     ``route(src, dst, nbytes, now)`` gives a delay or None (drop); ``on_loss(src, dst, nbytes)`` hears of each
-    dropped message (the run records it in its trace)."""
+    dropped message (the run records it in its trace). ``instant``: ``route`` always gives 0 (no latency, bandwidth
+    limit or message fault), so collectives may be computed once for all members (``collective_batch``)."""
 
-    def __init__(self, scheduler: Scheduler, route: Route, on_loss: Callable[[int, int, int], None] | None = None
-                 ) -> None:
+    def __init__(self, scheduler: Scheduler, route: Route, on_loss: Callable[[int, int, int], None] | None = None,
+                 instant: bool = False) -> None:
         self.scheduler = scheduler
         self.route = route
         self.on_loss = on_loss
+        self.instant = instant
+        self.meetings = Meetings(self)
         self._boxes: dict[tuple[int, int, int], list[tuple[int, Message]]] = {}
         self._endpoints: dict[tuple[int, int], "SimTransport"] = {}
         self._last_arrival: dict[tuple[int, int, int], float] = {}
@@ -94,6 +98,25 @@ class SimNetwork:
             return
         self._at(when, lambda: self._deliver(key, number, message))
 
+    def quiet(self, group: int, counts: dict[tuple[int, int], int]) -> bool:
+        """Whether no message of ``group`` is in flight or waiting on any of these (src, dst) pairs."""
+        for src, dst in counts:
+            key = (group, src, dst)
+            if self._boxes.get(key) or self._numbers.get(key, 0) != self._endpoints[(group, dst)].expected(src):
+                return False
+        return True
+
+    def count_delivered(self, group: int, counts: dict[tuple[int, int], int]) -> None:
+        """Advance the counters as ``counts[(src, dst)]`` instant messages sent and received now would have."""
+        now = self.scheduler.now
+        for (src, dst), count in counts.items():
+            key = (group, src, dst)
+            self._numbers[key] = self._numbers.get(key, 0) + count
+            self._endpoints[(group, dst)].received(src, count)
+            self.sent[(src, dst)] = self.sent.get((src, dst), 0) + count
+            self._last_arrival[key] = max(self._last_arrival.get(key, 0.0), now)
+            self.messages += count
+
     def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:
         when = self._arrival((group, src, dst), 0)
         if when is not None:
@@ -129,6 +152,7 @@ class SimTransport(Transport):
         self._abort: errors.OpError | None = None
         self._waiting: tuple[SimThread, int] | None = None
         self._expected: dict[int, int] = {}  # src -> number of the next message to take from it
+        self.meeting: Any = None  # the collective this endpoint waits to have computed with its peers, if any
         network.attach(self)
 
     def now(self) -> float:
@@ -141,7 +165,23 @@ class SimTransport(Transport):
     @property
     def waiting_for(self) -> int | None:
         """The peer this endpoint is blocked on, if any."""
+        if self.meeting is not None:
+            return self.meeting.waiting_for(self.rank)
         return None if self._waiting is None else self._waiting[1]
+
+    def expected(self, src: int) -> int:
+        """The number of the next message this endpoint takes from ``src``."""
+        return self._expected.get(src, 0)
+
+    def received(self, src: int, count: int) -> None:
+        """``count`` messages from ``src`` were taken without passing through ``recv`` (``collective_batch``)."""
+        self._expected[src] = self._expected.get(src, 0) + count
+
+    def execute(self, instance: Any, body: Callable[[Any], Any]) -> Any:
+        """On an instant network, compute the collective with its other members (``collective_batch``)."""
+        if not self.network.instant or self._abort is not None:
+            return body(instance)
+        return self.network.meetings.join(self, instance, body)
 
     def send(self, dst: int, message: Message) -> None:
         payload = message.payload
@@ -177,6 +217,8 @@ class SimTransport(Transport):
         """Abort this endpoint (a peer's notice, or the simulated coordination service)."""
         if self._abort is None:
             self._abort = error
+            if self.meeting is not None:  # it would have sent its messages and been waiting: it does so now
+                self.network.meetings.release(self.meeting)
             if self._waiting is not None:
                 self.network.scheduler.wake(self._waiting[0])
 

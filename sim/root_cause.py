@@ -2,8 +2,9 @@
 
 An error *passed on* from another worker (an aborted collective, a peer that stopped heartbeating) is a
 consequence; a deadlock involves every worker alike; anything else (a user exception, a crash, a mismatch
-this worker detected, a hang) originates where it is raised. The root cause is the earliest originating error,
-else the earliest deadlock, else the earliest passed-on error.
+this worker detected, a hang) originates where it is raised. The root cause is the earliest originating error (of
+two at the same virtual time, one that others passed on first: two workers can detect one mismatch at once), else
+the earliest deadlock, else the earliest passed-on error.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ def passed_on_from(exc: BaseException) -> int | None:
 
 def failure_order(failures: Sequence[tuple[int, BaseException, float]]) -> list[int]:
     """Worker indices of ``(worker, error, end_time)`` failures, root cause first."""
-    def rank(item: tuple[int, BaseException, float]) -> tuple[int, float, int]:
+    sources = {passed_on_from(exc) for _, exc, _ in failures}
+
+    def rank(item: tuple[int, BaseException, float]) -> tuple[int, float, bool, int]:
         worker, exc, end_time = item
         kind = 2 if passed_on_from(exc) is not None else 1 if isinstance(exc, errors.DeadlockError) else 0
-        return kind, end_time, worker
+        return kind, end_time, worker not in sources, worker
 
     return [worker for worker, _, _ in sorted(failures, key=rank)]
 

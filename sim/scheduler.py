@@ -56,11 +56,14 @@ class Scheduler:
     """Runs simulated threads one at a time in a seed-determined order on a virtual clock.
 
     ``watchdog``: wall-clock seconds the baton holder may stand still (with every other thread) before it is
-    given up as hung: ``on_hang(thread, seconds)`` is told, and the other threads go on (None: wait forever)."""
+    given up as hung: ``on_hang(thread, seconds)`` is told, and the other threads go on (None: wait forever).
+    ``on_idle()`` is asked, whenever no thread is runnable, before the clock moves or a deadlock is declared,
+    whether it made threads runnable (the network's waiting collectives fall back to messages then)."""
 
     def __init__(self, seed: int, on_deadlock: Callable[[list[SimThread]], BaseException] | None = None,
                  on_switch: Callable[[SimThread], None] | None = None, watchdog: float | None = None,
-                 on_hang: Callable[[SimThread, float], None] | None = None) -> None:
+                 on_hang: Callable[[SimThread, float], None] | None = None,
+                 on_idle: Callable[[], bool] | None = None) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.threads: list[SimThread] = []
@@ -74,6 +77,7 @@ class Scheduler:
         self._on_switch = on_switch
         self._watchdog = watchdog
         self._on_hang = on_hang
+        self.on_idle = on_idle
         self.deadlocks = 0
 
     # -- setup ------------------------------------------------------------------------------------
@@ -163,6 +167,8 @@ class Scheduler:
                 return self._runnable.pop(self.rng.randrange(len(self._runnable)))
             if not self._live:
                 return None
+            if self.on_idle is not None and self.on_idle():
+                continue
             if self._timers:
                 when, _, callback = heapq.heappop(self._timers)
                 self.now = max(self.now, when)

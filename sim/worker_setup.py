@@ -8,6 +8,7 @@ would, but at once and naming both workers, until the backend's rendezvous hands
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -89,12 +90,18 @@ def _host(env: "SimWorkerEnv") -> str:
 def _listening(env: "SimWorkerEnv") -> tuple[str, str] | None:
     """Where a worker's server listens: its own address in its own TF_CONFIG, on its own host (None when
     that TF_CONFIG names no address for it: that worker fails at its own start-up)."""
+    address = _own_address(env.environ.get("TF_CONFIG") or "", *env.task)
+    return None if address is None else _endpoint(address, _host(env))
+
+
+@functools.lru_cache(maxsize=4096)
+def _own_address(tf_config: str, job: str, index: int) -> str | None:
+    """The address a TF_CONFIG text gives task ``job:index`` (None if it gives none); cached, because every
+    worker starting up asks it of every peer's TF_CONFIG."""
     try:
-        config = json.loads(env.environ.get("TF_CONFIG") or "")
-        address = ClusterSpec(config["cluster"]).task_address(*env.task)
+        return ClusterSpec(json.loads(tf_config)["cluster"]).task_address(job, index)
     except (ValueError, KeyError, TypeError):
         return None
-    return _endpoint(address, _host(env))
 
 
 def _check_addresses(env: "SimWorkerEnv", spec: ClusterSpec) -> None:

@@ -127,6 +127,25 @@ def fail_on_worker_1() -> dict:
     return {}
 
 
+def hang_on_worker_1(mode: str, timeout_s: str = "4") -> dict:
+    """Three all-reduces under a ``timeout_s`` collective timeout; worker 1 prints READY after the first, then per
+    ``mode`` skips the last one and stays alive ("skip"), sleeps before the second ("sleep", killed or stopped by a
+    test) or returns early ("exit"). The others wait for it; every sleep is bounded."""
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=float(timeout_s))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    worker = strategy.cluster_resolver.task_id
+    value = tf.constant(np.ones(4, np.float32))
+    for step in range(3):
+        if worker == 1 and (step, mode) in ((1, "sleep"), (2, "skip")):
+            time.sleep(60)
+        if worker == 1 and (step, mode) == (2, "exit"):
+            return {}
+        strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", value))
+        if step == 0:
+            print("READY pid", os.getpid(), flush=True)
+    return {}
+
+
 if __name__ == "__main__":
     result = globals()[sys.argv[1]](*sys.argv[2:])
     print("RESULT", json.dumps(result), "pid", os.getpid(), flush=True)

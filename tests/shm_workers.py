@@ -12,12 +12,16 @@ from pathlib import Path
 import numpy as np
 
 from mirrorlab.backend.shm_transport import ShmTransport
+from mirrorlab.collective.allreduce_gather_reduce import allreduce_gather_reduce
 from mirrorlab.collective.allreduce_halving_doubling import allreduce_halving_doubling
 from mirrorlab.collective.allreduce_ring import allreduce_ring
+from mirrorlab.collective.allreduce_ring_pipelined import allreduce_ring_pipelined
 from mirrorlab.collective.communicator import Communicator
 from mirrorlab.collective.message import Fingerprint
 
-ALGORITHMS = {"ring": allreduce_ring, "halving_doubling": allreduce_halving_doubling}
+ALGORITHMS = {"ring": allreduce_ring, "halving_doubling": allreduce_halving_doubling,
+              "gather_reduce": allreduce_gather_reduce,
+              "pipelined_ring": lambda inst, x: allreduce_ring_pipelined(inst, x, segment_bytes=4096)}
 DTYPES = ("float32", "float64", "int64", "int32")
 LENGTHS = (0, 1, 5, 33, 1000, 70001)
 

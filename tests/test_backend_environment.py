@@ -58,3 +58,24 @@ def test_the_simulator_pins_blas_threads_as_real_workers_do(monkeypatch):
         pin_blas_threads()
     monkeypatch.delenv("MIRRORLAB_BLAS_THREADS")
     assert pin_blas_threads() == 1
+
+
+def test_fingerprint_entries_come_from_their_variable_and_are_compared_by_the_rendezvous():
+    from mirrorlab.backend.rendezvous import WorkerFacts, mismatch_text
+    from mirrorlab.backend.settings import fingerprint
+
+    assert fingerprint({}) == {}
+    assert fingerprint({"MIRRORLAB_FINGERPRINT": '{"tensorflow": "2.21.0"}'}) == {"tensorflow": "2.21.0"}
+    for bad in ('["2.21"]', '{"tensorflow": 2.21}', "{not json"):
+        with pytest.raises(ValueError, match="MIRRORLAB_FINGERPRINT=.* is not a JSON object of strings. Fix: e.g."):
+            fingerprint({"MIRRORLAB_FINGERPRINT": bad})
+    a = WorkerFacts("0.1.0", "{}", "/job:worker/replica:0/task:0", 1, 1, {"tensorflow": "2.21.0"})
+    b = WorkerFacts("0.1.0", "{}", "/job:worker/replica:0/task:1", 1, 1, {"tensorflow": "2.20.0"})
+    text = mismatch_text(1, b, 0, a)
+    assert text == mismatch_text(0, a, 1, b)
+    assert text.startswith("Rendezvous failed: worker 1 (/job:worker/replica:0/task:1) has tensorflow='2.20.0', "
+                           "worker 0 (/job:worker/replica:0/task:0) has tensorflow='2.21.0'")
+    assert "Fix: give every host the same tensorflow" in text
+    assert mismatch_text(0, a, 1, WorkerFacts.from_json({**b.to_json(), "fingerprint": a.fingerprint})) is None
+    missing = mismatch_text(0, a, 1, WorkerFacts.from_json({k: v for k, v in b.to_json().items() if k != "fingerprint"}))
+    assert "has tensorflow=None" in missing

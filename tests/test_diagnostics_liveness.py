@@ -125,3 +125,27 @@ def test_workers_that_disagree_on_a_liveness_variable_are_named() -> None:
     assert findings[0].evidence == "worker:0: 5 (default), worker:1: 30"
     assert compare_liveness([("worker:0", fingerprint("5")), ("worker:1", fingerprint("5"))]) == []
     assert "MIRRORLAB_HEARTBEAT_TIMEOUT" in collect_fingerprint()["liveness"]
+
+
+STUB_SOURCE = '''
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+health_pb2_grpc.HealthStub(channel).Check(request)           # line 3: no deadline
+health_pb2_grpc.HealthStub(channel).Check(request, timeout=2)
+stub = GreeterStub(channel)
+stub.SayHello(request)                                       # line 6
+stub.SayHello(request, timeout=None)                         # line 7
+stub.SayHello.future(request)                                # line 8
+stub.SayHello.with_call(request, timeout=1.5)
+stub.SayHello(request)  # no deadline: a test server that never drops
+self.stub = health_pb2_grpc.HealthStub(channel)
+self.stub.Watch(request)                                     # line 12
+ping = self.channel.unary_unary("/s/Ping")
+ping(b"")                                                    # line 14
+other = make_client(channel)
+other.Check(request)                                         # not a stub: left alone
+Stub(channel).Check(request)                                 # a class named just Stub: left alone
+'''
+
+
+def test_calls_through_generated_stubs_without_a_deadline_are_found() -> None:
+    assert rpc_calls_without_deadline(STUB_SOURCE) == [3, 6, 7, 8, 12, 14]

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import netns_lab
 from mirrorlab.diagnostics.preflight_merge import merge_reports
-from netns_lab import NetnsLab
+from mirrorlab.scenarios import netns as netns_lab
+from mirrorlab.scenarios.netns import NetnsLab
+from mirrorlab.scenarios.netns_faults import nft_rule
 
 PORT = 23456
 TIMEOUT_S, WAIT_S, LINGER_S = 1.0, 3.0, 4.0
@@ -91,12 +92,7 @@ def _addresses(lab: NetnsLab) -> list[str]:
 
 def _nft(lab: NetnsLab, host: int, verdict: str, source: int) -> None:
     """On ``host``, applies ``verdict`` to TCP packets for PORT from ``source``'s address only."""
-    ns = lab.hosts[host].namespace
-    netns_lab.run("nft", "add", "table", "inet", "mlt", namespace=ns)
-    netns_lab.run("nft", "add", "chain", "inet", "mlt", "input", "{ type filter hook input priority 0 ; }",
-                  namespace=ns)
-    netns_lab.run("nft", "add", "rule", "inet", "mlt", "input", "ip", "saddr", lab.hosts[source].ip, "tcp", "dport",
-                  str(PORT), *verdict.split(), namespace=ns)
+    nft_rule(lab.hosts[host].namespace, "mlt", "input", f"ip saddr {lab.hosts[source].ip} tcp dport {PORT} {verdict}")
 
 
 def test_the_lab_cleans_up_its_namespaces() -> None:

@@ -59,8 +59,7 @@ def test_local_copies_that_differ_are_named_with_values_call_site_and_fix():
 def test_copies_that_differ_across_workers_are_found_in_the_simulator():
     """One replica per worker (the usual MWMS): only a comparison across workers can see it."""
     result = SimCluster(workers=2).run(assign_replica_values([3.0, 7.0]))
-    assert result.root_cause == 1  # the second worker to finish the step compares with the first one's copies
-    error = result[1]
+    error = result[result.root_cause]  # the second worker to finish the step compares with the first one's copies
     assert isinstance(error, errors.MirroredCopiesDifferError)
     assert "worker 0 (/job:worker/replica:0/task:0), replica 0: 3.0" in error.message
     assert "worker 1 (/job:worker/replica:0/task:1), replica 1: 7.0" in error.message

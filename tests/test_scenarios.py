@@ -88,6 +88,25 @@ def _write(tmp_path: Path, text: str, name: str = "bad") -> Path:
     (lambda t: t.replace('"same_on_all_workers"', '"fast"'), "'expect.properties'", "use one of same_on_all_workers"),
     (lambda t: t.replace("[expect]", "[expect]\ncolour = 1"), "'expect.colour'", "use one of success"),
     (lambda t: t.replace("[cluster]", "[cluster"), "not valid TOML", "correct the syntax"),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\n', "'faults[0].fault'", 'fault = { kind = "crash"'),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\nfault = 3\n', "'faults[0].fault'", "wrap one plain fault"),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\nfault = { kind = "maybe", fault = { kind = "cut", a = 0, b = 1 } }\n',
+     "'faults[0].fault.kind'", "inside a maybe, which wraps one plain fault. Fix: use one of crash, preempt"),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\nfire_probability = 1.5\nfault = { kind = "cut", a = 0, b = 1 }\n',
+     "'faults[0].fire_probability'", "use a number from 0 to 1"),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\nenabled_probability = "often"\nfault = { kind = "cut", a = 0, b = 1 }\n',
+     "'faults[0].enabled_probability'", "write a probability"),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\nfault = { kind = "crash", worker = 7, at_step = 1 }\n',
+     "'faults[0].fault.worker'", "use a worker index 0..1"),
+    (lambda t: t + '[[faults]]\nkind = "maybe"\nseconds = 1\nfault = { kind = "cut", a = 0, b = 1 }\n',
+     "'faults[0].seconds'", "use one of kind, fault, enabled_probability, fire_probability"),
+    (lambda t: t + '[expect.real]\nsuccess = false\nerror = "X"\n', "'expect.real'", "add real = true"),
+    (lambda t: "real = true\n" + t + '[expect.real]\nspeed = 1\n', "'expect.real.speed'", "use one of success"),
+    (lambda t: "real = true\n" + t + '[[faults]]\nkind = "drop"\nsrc = 0\ndst = 1\nafter = 3\n', "'faults[0].kind'",
+     "after= counts messages"),
+    (lambda t: "real = 1\n" + t, "'real'", "write a bool"),
+    (lambda t: t + "[expect.after_restart]\nsuccess = true\n[expect.after_restart.real]\nsuccess = true\n",
+     "'expect.after_restart.real'", "use one of success"),
 ])
 def test_invalid_files_name_the_file_the_key_and_the_fix(tmp_path, change, key, fix):
     path = _write(tmp_path, change(VALID.format(name="bad")))
@@ -180,3 +199,41 @@ def test_file_expectations_report_what_the_work_directory_holds(tmp_path):
     assert reasons[0].startswith("expected a file matching 'model.keras' in the work directory, found ['checkpoint'")
     assert reasons[1] == ("expected no file matching 'ckpt-*' in the work directory, found ['ckpt-1.index.json', "
                           "'ckpt-1.npz']")
+
+
+def test_a_maybe_table_is_the_simulators_maybe_and_its_seed_decides_the_run(tmp_path):
+    from mirrorlab.sim import Crash, Maybe
+
+    path = _write(tmp_path, VALID.format(name="maybe") + textwrap.dedent("""
+        [[faults]]
+        kind = "maybe"
+        fire_probability = 0.25
+        fault = { kind = "crash", worker = 1, at_step = 2 }
+        [[faults]]
+        kind = "maybe"
+        enabled_probability = 1
+        fault = { kind = "slow", worker = 0, seconds_per_step = 1.5 }
+    """), name="maybe")
+    faults = load_scenario(path).faults
+    assert faults[0] == Maybe(Crash(1, at_step=2), 0.5, 0.25)
+    assert repr(faults[1]) == "Maybe(fault=Slow(worker=0, seconds_per_step=1.5), enabled_probability=1.0)"
+
+
+def test_the_randomized_catalog_scenario_holds_whatever_its_seed_enables():
+    scenario = find_scenario("random-stragglers-and-clogs")
+    summaries = set()
+    for seed in range(4):
+        verdict = run_scenario(scenario, seed=seed)
+        assert verdict.ok, verdict.describe()
+        summaries.add(verdict.runs[0].randomized_faults)
+        assert "randomized faults (decided by the seed)" in verdict.describe(full=True)
+    assert len(summaries) == 4  # each seed enabled or fired a different set of sites
+
+
+def test_expect_real_replaces_the_keys_it_names_for_real_runs_only():
+    scenario = find_scenario("firewall-cut")
+    assert scenario.real and scenario.expectation("sim") is scenario.expect
+    real = scenario.expectation("real")
+    assert (real.error, real.workers, real.message) == ("UnavailableError", (0, 1), ("waited", "never answered", "firewalls"))
+    drops = find_scenario("packet-drops")
+    assert not drops.real and drops.expectation("real") is drops.expect

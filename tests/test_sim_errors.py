@@ -45,8 +45,9 @@ def test_values_raises_the_originating_error_not_a_survivors_unavailable_error()
 
 
 def test_root_cause_is_the_origin_even_when_a_lower_worker_detects_a_passed_on_error_first():
-    def program():
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    def program():  # RING: one-round gather-reduce would let every worker see the bad message itself
+        options = tf.distribute.experimental.CommunicationOptions(implementation="RING")
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         strategy.reduce("sum", strategy.run(lambda: tf.constant(1.0 if strategy.extended._rank else [1.0, 2.0])),
                         axis=None)
 

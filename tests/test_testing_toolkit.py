@@ -53,15 +53,19 @@ def test_any_fault_schedule_ends_in_a_result_or_a_fault_error_never_a_hang(shape
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_partially_dropped_link_ends_in_a_lost_message_error_never_wrong_data(seed):
-    """A lost message is waited for, not replaced by the next one: the run deadlocks naming the network."""
+    """A lost message is waited for, not replaced by the next one: the run deadlocks naming the network. Workers
+    that got every message they needed (a one-round gather-reduce needs none through the lossy link) finish with
+    the right value."""
     result = SimCluster(3, seed=seed, faults=[Drop(1, 2, probability=0.5, after=2)]).run(_steps)
     if result.ok:  # this seed lost nothing the program needed
         assert result.values() == [[1.0]] * 3
         return
     assert "worker 1 -> worker 2" in result.network_losses
+    assert isinstance(result[2], errors.DeadlineExceededError), result.report()  # the receiver of the lossy link
     for outcome in result:
-        assert isinstance(outcome, errors.DeadlineExceededError), result.report()
-        assert "The cause is the network" in str(outcome)
+        if outcome != [1.0]:
+            assert isinstance(outcome, errors.DeadlineExceededError), result.report()
+            assert "The cause is the network" in str(outcome)
 
 
 @settings(max_examples=10, deadline=None)

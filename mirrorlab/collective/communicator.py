@@ -117,6 +117,11 @@ class Instance:
     def size(self) -> int:
         return self.comm.size
 
+    def run(self, body: Callable[["Instance"], Any]) -> Any:
+        """``body(self)``: the algorithm of this instance, run through the transport's ``execute``."""
+        transport = self.comm.transport
+        return body(self) if transport is None else transport.execute(self, body)
+
     def send(self, peer: int, payload: Any, step: int) -> None:
         header = Header(self.state.seq, self.state.fingerprint, step, self.comm.rank, self.state.site,
                         self.state.kind)

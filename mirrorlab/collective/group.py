@@ -16,23 +16,18 @@ import numpy as np
 from .. import errors
 from ..aggregation import ReduceOp
 from ..placement import Placement
-from ..communication import CommunicationImplementation, Options
+from ..communication import Options
 from ..tensor import array_module, dtype_name, frozen, shape_of, to_host
 from ..trace import CollectiveEvent, Trace
+from .algorithm_choice import choose_all_reduce
 from .allgather_ring import allgather_ring, concat_blocks
-from .allreduce_halving_doubling import allreduce_halving_doubling
-from .allreduce_ring import allreduce_ring
 from .barrier import barrier
 from .broadcast_tree import broadcast_tree
 from .communicator import FIX_DESYNC, Communicator, Instance, shape_mismatch_text
 from .message import Fingerprint
 from .packing import group_by_size
 
-__all__ = ["CollectiveGroup", "sum_in_order", "mean_of_sum", "truediv_dtype", "local_mismatch", "RING_UP_TO"]
-
-# AUTO uses the ring (TF's algorithm) up to this many workers, recursive halving/doubling beyond:
-# 2*log2(n) rounds instead of 2*(n-1) for the same bytes. RING forces the ring at any size.
-RING_UP_TO = 8
+__all__ = ["CollectiveGroup", "sum_in_order", "mean_of_sum", "truediv_dtype", "local_mismatch"]
 
 
 def sum_in_order(arrays: Sequence[Any]) -> Any:
@@ -102,32 +97,33 @@ class CollectiveGroup:
 
     def _run(self, fingerprint: Fingerprint, site: str, options: Options | None,
              local_shapes: Sequence[Any], body: Callable[[Instance], Any],
-             inputs: Sequence[Sequence[Any]] = ()) -> Any:
+             inputs: Sequence[Sequence[Any]] = (), algorithm: str | None = None) -> Any:
         """Run ``body`` as the next instance and trace it; ``inputs[k]`` are the arrays local replica k contributed
-        (looked at only when the trace records values)."""
+        (looked at only when the trace records values); ``algorithm`` names the cross-worker algorithm, if chosen."""
         opts = self.options.merge(options)
         try:
             inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
         except errors.OpError as exc:  # the group was aborted before: this worker entered the collective all the same
             self._record(self.comm.seq, fingerprint, site, local_shapes, self.comm.now(), "error", _error_text(exc),
-                         inputs, None)
+                         inputs, None, algorithm)
             raise
         if self._before is not None:
             self._before(inst.state.seq)
         start = self.comm.now()
         status, text, result = "ok", "", None
         try:
-            result = body(inst)
+            result = inst.run(body)
             return result
         except errors.OpError as exc:
             status, text = "error", _error_text(exc)
             raise
         finally:
             inst.done()
-            self._record(inst.state.seq, fingerprint, site, local_shapes, start, status, text, inputs, result)
+            self._record(inst.state.seq, fingerprint, site, local_shapes, start, status, text, inputs, result,
+                         algorithm)
 
-    def _record(self, seq: int, fp: Fingerprint, site: str, local_shapes: Sequence[Any],
-                start: float, status: str, text: str, inputs: Sequence[Sequence[Any]], result: Any) -> None:
+    def _record(self, seq: int, fp: Fingerprint, site: str, local_shapes: Sequence[Any], start: float, status: str,
+                text: str, inputs: Sequence[Sequence[Any]], result: Any, algorithm: str | None) -> None:
         if self.trace is None:
             return
         end = self.comm.now()
@@ -142,7 +138,8 @@ class CollectiveGroup:
                 worker=self.worker, replica=base + k, seq=seq, op=fp.op, detail=fp.detail,
                 dtype=fp.dtype, shape=jsonable[id(shape)], start=start, end=end, site=site,
                 status=status, error=text, step=self.step if values else None,
-                nonfinite=_nonfinite(inputs[k] if k < len(inputs) else ()) if values else None, digest=digest))
+                nonfinite=_nonfinite(inputs[k] if k < len(inputs) else ()) if values else None, digest=digest,
+                algorithm=algorithm))
 
     def _check_local(self, leaves: Sequence[Sequence[Any]], gather: bool = False) -> None:
         """Local replicas must agree on dtype and shape (all but the first dimension for gathers)."""
@@ -197,23 +194,23 @@ class CollectiveGroup:
         shapes = [shape_of(a) for a in arrays]
         fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), op.name)
         local_shapes = [fp.shape] * self.num_local
-        implementation = self.options.merge(options).implementation
-        use_ring = implementation == CommunicationImplementation.RING or self.comm.size <= RING_UP_TO
+        nbytes = sum(a.nbytes for a in arrays)
+        algorithm = choose_all_reduce(nbytes, self.comm.size, self.options.merge(options).implementation)
 
         def body(inst: Instance) -> list[Any]:
             if inst.size == 1:
                 return arrays
             xp = array_module(arrays[0])
             flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
-            algorithm = allreduce_ring if use_ring else allreduce_halving_doubling
-            total = algorithm(inst, flat)
+            total = algorithm.run(inst, flat)
             parts, pos = [], 0
             for a in arrays:
                 parts.append(total[pos:pos + a.size].reshape(a.shape))
                 pos += a.size
             return parts
 
-        return self._run(fp, site, options, local_shapes, body, list(zip(*replica_leaves)))
+        return self._run(fp, site, options, local_shapes, body, list(zip(*replica_leaves)),
+                         algorithm.name if self.comm.size > 1 else None)
 
     def all_gather(self, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None) -> list[Any]:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""

@@ -8,6 +8,8 @@ group so that peers blocked in ``recv`` wake up with the error.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import OpError
 from .message import Message
@@ -42,3 +44,8 @@ class Transport(ABC):
     @abstractmethod
     def now(self) -> float:
         """Seconds on this transport's clock (virtual in the simulator)."""
+
+    def execute(self, instance: Any, body: Callable[[Any], Any]) -> Any:
+        """Run one collective instance's algorithm, ``body(instance)``, which sends and receives through this
+        transport. The simulator overrides it to compute an instance once for all its members."""
+        return body(instance)

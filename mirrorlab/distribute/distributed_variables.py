@@ -173,6 +173,7 @@ class DistributedVariable(Variable):
             return self._scatter_nd_copy(kind)._update(kind, value, read_value)
         local_id = self._replica_id()
         if local_id is not None:
+            context.current_frame().replica._check_variable_update(self.name, kind)
             self._update_replica(local_id, kind, value)
             return self._replica_result(local_id) if read_value else None
         updating = self._context_copy()

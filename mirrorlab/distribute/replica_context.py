@@ -24,7 +24,7 @@ from .scatter import reduce_slices
 if TYPE_CHECKING:
     from .strategy import Strategy
 
-__all__ = ["ReplicaContext", "checked_all_reduce"]
+__all__ = ["ReplicaContext", "checked_all_reduce", "reduce_replica_leaves"]
 
 
 class ReplicaContext:
@@ -81,13 +81,7 @@ class ReplicaContext:
         def handler(requests: list[SyncRequest]) -> list[Any]:
             structures = _same_structures(requests)
             by_leaf = [[r.payload[1][i] for r in requests] for i in range(len(requests[0].payload[1]))]
-            dense = [leaf for leaf in by_leaf if not isinstance(leaf[0], IndexedSlices)]
-            one_device = ext._is_mirrored and check_batch_placement(by_leaf) and ext._int32_on_one_device
-            with requesting("all_reduce"):
-                reduced = iter(checked_all_reduce(ext, op, dense, requests[0].site, options, addn=one_device)
-                               if dense else ())
-            results = [reduce_slices(self._strategy, op, leaf, requests[0].site)
-                       if isinstance(leaf[0], IndexedSlices) else next(reduced) for leaf in by_leaf]
+            results = reduce_replica_leaves(self._strategy, op, by_leaf, requests[0].site, options)
             return _results_per_replica(ext, structures, results)
 
         return self._sync(f"all_reduce({op.name})", (value, leaves), handler)
@@ -129,8 +123,24 @@ class ReplicaContext:
 
         return self._sync(MERGE_CALL, (merge_fn, tuple(args), dict(kwargs or {})), handler)
 
+    def _check_variable_update(self, name: str, kind: str) -> None:
+        """Nothing: a replica may update a distributed variable (a stacked batch-safe function may not)."""
+
     def __repr__(self) -> str:
         return f"ReplicaContext(replica_id_in_sync_group={self.replica_id_in_sync_group})"
+
+
+def reduce_replica_leaves(strategy: "Strategy", op: ReduceOp, by_leaf: list[list[Any]], site: str,
+                          options: Options | None) -> list[Any]:
+    """One all-reduce of every leaf over all replicas (``by_leaf[i][k]``: leaf i of local replica k), as a replica
+    context's ``all_reduce`` hands it to the group; shared by ``strategy.run`` and stacked steps (``stacked_run``)."""
+    ext = strategy.extended
+    dense = [leaf for leaf in by_leaf if not isinstance(leaf[0], IndexedSlices)]
+    one_device = ext._is_mirrored and check_batch_placement(by_leaf) and ext._int32_on_one_device
+    with requesting("all_reduce"):
+        reduced = iter(checked_all_reduce(ext, op, dense, site, options, addn=one_device) if dense else ())
+    return [reduce_slices(strategy, op, leaf, site) if isinstance(leaf[0], IndexedSlices) else next(reduced)
+            for leaf in by_leaf]
 
 
 def _results_per_replica(ext: Any, structures: list[Any], results: list[Any]) -> list[Any]:

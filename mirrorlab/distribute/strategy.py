@@ -35,6 +35,7 @@ from ..trace import TraceNote
 from ..train.strings import encode_strings
 from mirrorlab.diagnostics.runtime_hook import tf_config_diagnosed
 from . import context
+from .batch_safe import NOT_STACKED, is_batch_safe, run_batch_safe
 from .cross_device_ops import check_cross_device_ops
 from .extended_api import CROSS_REPLICA_REQUIRED, ExtendedApi
 from .input_context import InputContext, ValueContext
@@ -355,15 +356,20 @@ class Strategy:
 
     def run(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, options: Any = None) -> Any:
         """Call ``fn`` once per local replica with that replica's part of ``args``; returns PerReplica
-        values (plain values when there is one local replica or every replica returned the same object)."""
+        values (plain values when there is one local replica or every replica returned the same object). A function
+        declared ``@batch_safe`` may run once for all local replicas, stacked (``distribute/batch_safe.py``)."""
         self._require_cross_replica(CROSS_REPLICA_REQUIRED)
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}")
         ext = self._extended
+        kwargs = kwargs or {}
+        if is_batch_safe(fn):
+            stacked = run_batch_safe(self, fn, args, kwargs)
+            if stacked is not NOT_STACKED:
+                return stacked
         ext._step += 1
         ext._group.step = ext._step
         ext._runtime.before_step(ext._step)
-        kwargs = kwargs or {}
 
         place = ext._placement.put
         site = user_call_site()  # (reported by replicas running only mirrorlab's code, such as Keras' steps)

@@ -1,4 +1,5 @@
-"""Whether a simulated run's outcome is the one a scenario expects: each check returns the reasons it is not.
+"""Whether a run's outcome (simulated, or on real processes) is the one a scenario expects: each check returns the
+reasons it is not.
 
 An empty list means the outcome matches; otherwise each reason says what was expected and what happened,
 which is what ``mirrorlab scenario run`` prints.
@@ -15,6 +16,7 @@ import numpy as np
 
 from mirrorlab.sim import RunResult
 
+from .process_outcome import ProcessRun, class_names
 from .schema import Expectation
 
 __all__ = ["mismatches", "error_text", "weights_of", "same_values"]
@@ -68,15 +70,14 @@ def _holds(name: str, values: list[Any], single: Callable[[], Any]) -> bool:
     return all(same_values(weights_of(v), reference) for v in values)
 
 
-def _error_mismatches(expect: Expectation, result: RunResult) -> list[str]:
+def _error_mismatches(expect: Expectation, result: RunResult | ProcessRun) -> list[str]:
     failed = result.errors
-    matching = {w: e for w, e in failed.items()
-                if expect.error in {cls.__name__ for cls in type(e).__mro__}}
+    matching = {w: e for w, e in failed.items() if expect.error in class_names(e)}
     if not matching:
-        seen = ", ".join(f"worker {w}: {type(e).__name__}" for w, e in failed.items()) or "every worker succeeded"
+        seen = ", ".join(f"worker {w}: {class_names(e)[0]}" for w, e in failed.items()) or "every worker succeeded"
         return [f"expected {expect.error} on some worker, got {seen}"]
     reasons = [f"expected {expect.error} on worker {w}, it ended with "
-               f"{type(failed[w]).__name__ if w in failed else 'success'}" for w in expect.workers if w not in matching]
+               f"{class_names(failed[w])[0] if w in failed else 'success'}" for w in expect.workers if w not in matching]
     chosen = [matching[w] for w in expect.workers if w in matching] or list(matching.values())
     for fragment in expect.message:
         if not any(fragment in error_text(e) for e in chosen):
@@ -84,13 +85,14 @@ def _error_mismatches(expect: Expectation, result: RunResult) -> list[str]:
     return reasons
 
 
-def mismatches(expect: Expectation, result: RunResult, workdir: str, single: Callable[[], Any]) -> list[str]:
-    """Why ``result`` (run in ``workdir``) is not what ``expect`` says; ``single()`` gives a single-worker run's
-    value, computed only when a property needs it."""
+def mismatches(expect: Expectation, result: RunResult | ProcessRun, workdir: str,
+               single: Callable[[], Any]) -> list[str]:
+    """Why ``result`` (run in ``workdir``, simulated or on processes) is not what ``expect`` says; ``single()`` gives
+    a single-worker run's value, computed only when a property needs it."""
     if not expect.success:
         return _error_mismatches(expect, result)
     if not result.ok:
-        return [f"expected success, worker {w} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return [f"expected success, worker {w} failed: {class_names(e)[0]}: {str(e).splitlines()[0] if str(e) else ''}"
                 for w, e in result.errors.items()]
     values = list(result)
     reasons = [f"expected property {name} to hold, it does not" for name in expect.properties

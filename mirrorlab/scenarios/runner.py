@@ -21,42 +21,48 @@ from mirrorlab.sim import RunResult, SimCluster
 
 from .catalog import catalog_paths
 from .checks import error_text, mismatches
+from .process_outcome import ProcessRun, class_names
 from .schema import Expectation, Scenario, ScenarioError
 
-__all__ = ["Verdict", "run_scenario", "resolve_program", "replay_command"]
+__all__ = ["Verdict", "run_scenario", "resolve_program", "replay_command", "judge", "single_worker_value"]
 
 
 @dataclass
 class Verdict:
-    """The outcome of one scenario run: whether it matched, why not, and the runs it made."""
+    """The outcome of one scenario run: whether it matched, why not, and the runs it made (``backend`` "sim" or
+    "real"; ``skipped`` says why a real run could not be made here)."""
 
     scenario: Scenario
     seed: int
     reasons: list[str] = field(default_factory=list)
-    runs: list[RunResult] = field(default_factory=list)
+    runs: list[RunResult | ProcessRun] = field(default_factory=list)
     deterministic: bool | None = None
+    backend: str = "sim"
+    skipped: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.reasons and self.deterministic is not False
+        return self.skipped is None and not self.reasons and self.deterministic is not False
 
     @property
     def replay(self) -> str:
-        return replay_command(self.scenario, self.seed)
+        return replay_command(self.scenario, self.seed, self.backend)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form ``--json`` prints."""
         return {"name": self.scenario.name, "ok": self.ok, "seed": self.seed, "mirrorlab": __version__,
-                "reasons": self.reasons, "deterministic": self.deterministic, "replay": self.replay,
-                "runs": [{"virtual_time": r.virtual_time,
-                          "workers": [{"worker": w, "error": type(v).__name__, "message": error_text(v)}
+                "backend": self.backend, "skipped": self.skipped, "reasons": self.reasons,
+                "deterministic": self.deterministic, "replay": self.replay,
+                "runs": [{**_timing(r),
+                          "workers": [{"worker": w, "error": class_names(v)[0], "message": error_text(v)}
                                       if isinstance(v, BaseException) else {"worker": w, "returned": repr(v)}
                                       for w, v in enumerate(r)]} for r in self.runs]}
 
     def describe(self, full: bool = False) -> str:
         """A few lines for people: the verdict, the reasons, each run's report with ``full``."""
-        status = "as expected" if self.ok else "NOT as expected"
-        lines = [f"{self.scenario.name} (seed {self.seed}): {status}"]
+        status = f"skipped ({self.skipped})" if self.skipped else "as expected" if self.ok else "NOT as expected"
+        on = " on real processes" if self.backend == "real" else ""
+        lines = [f"{self.scenario.name} (seed {self.seed}){on}: {status}"]
         lines += [f"  - {reason}" for reason in self.reasons]
         if self.deterministic is False:
             lines.append("  - two runs with the same seed gave different traces: the simulation is not deterministic")
@@ -69,10 +75,14 @@ class Verdict:
         return "\n".join(lines)
 
 
-def replay_command(scenario: Scenario, seed: int) -> str:
+def _timing(run: RunResult | ProcessRun) -> dict[str, float]:
+    return {"wall_time": run.wall_time} if isinstance(run, ProcessRun) else {"virtual_time": run.virtual_time}
+
+
+def replay_command(scenario: Scenario, seed: int, backend: str = "sim") -> str:
     """The shell command that runs ``scenario`` again with ``seed`` (by name for a catalog scenario)."""
     which = scenario.name if scenario.path in catalog_paths() else scenario.path
-    return f"mirrorlab scenario replay {which} --seed {seed}"
+    return f"mirrorlab scenario replay {which} --seed {seed}" + (" --backend real" if backend == "real" else "")
 
 
 def resolve_program(scenario: Scenario) -> Callable[..., Any]:
@@ -106,19 +116,27 @@ def _trace_hash(run: RunResult) -> str:
     return hashlib.sha256(run.trace.to_jsonl().encode()).hexdigest()
 
 
-def _judge(scenario: Scenario, program: Callable[..., Any], expect: Expectation, seed: int, workdir: str,
-           faults: bool, verdict: Verdict) -> None:
-    run = _run(scenario, program, seed, workdir, faults)
-    verdict.runs.append(run)
+def single_worker_value(scenario: Scenario, program: Callable[..., Any], seed: int) -> Callable[[], Any]:
+    """``single()`` for the checks: the program's value on one simulated worker with one device, computed once and
+    only when a property needs it."""
 
     @functools.cache
     def single() -> Any:
         with tempfile.TemporaryDirectory(prefix="mirrorlab-single-") as alone:
             return _run(scenario, program, seed, alone, False, workers=1).values()[0]
 
-    verdict.reasons += mismatches(expect, run, workdir, single)
+    return single
+
+
+def judge(expect: Expectation, run: Callable[[bool], RunResult | ProcessRun], single: Callable[[], Any],
+          workdir: str, verdict: Verdict, faults: bool = True) -> None:
+    """Makes one run (``run(faults)``) and adds its mismatches with ``expect`` to ``verdict``; then the rerun
+    without faults that ``expect.after_restart`` asks for, in the same ``workdir``."""
+    result = run(faults)
+    verdict.runs.append(result)
+    verdict.reasons += mismatches(expect, result, workdir, single)
     if expect.after_restart is not None:
-        _judge(scenario, program, expect.after_restart, seed, workdir, False, verdict)
+        judge(expect.after_restart, run, single, workdir, verdict, False)
 
 
 def run_scenario(scenario: Scenario, seed: int | None = None, check_determinism: bool = False) -> Verdict:
@@ -127,7 +145,8 @@ def run_scenario(scenario: Scenario, seed: int | None = None, check_determinism:
     program = resolve_program(scenario)
     verdict = Verdict(scenario, scenario.seed if seed is None else seed)
     with tempfile.TemporaryDirectory(prefix=f"mirrorlab-{scenario.name}-") as workdir:
-        _judge(scenario, program, scenario.expect, verdict.seed, workdir, True, verdict)
+        judge(scenario.expect, lambda faults: _run(scenario, program, verdict.seed, workdir, faults),
+              single_worker_value(scenario, program, verdict.seed), workdir, verdict)
     if check_determinism:
         with tempfile.TemporaryDirectory(prefix=f"mirrorlab-{scenario.name}-") as workdir:
             again = _run(scenario, program, verdict.seed, workdir, True)

@@ -16,14 +16,16 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from mirrorlab.sim import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Preempt, Slow, WorkerSetup
+from mirrorlab.sim import Clog, Crash, Cut, Delay, Drop, Fault, Isolate, Maybe, Preempt, Slow, WorkerSetup
+
+from .real_faults import unsupported_on_real
 
 __all__ = ["Scenario", "Program", "Expectation", "ScenarioError", "load_scenario", "FAULT_KINDS", "PROPERTIES",
            "BUILTIN_MODULE"]
 
-#: ``[[faults]] kind = ...`` -> the simulator's fault class.
+#: ``[[faults]] kind = ...`` -> the simulator's fault class (``maybe`` wraps one of the others: ``fault = {...}``).
 FAULT_KINDS: dict[str, type[Fault]] = {"crash": Crash, "preempt": Preempt, "slow": Slow, "delay": Delay,
-                                       "drop": Drop, "cut": Cut, "clog": Clog, "isolate": Isolate}
+                                       "drop": Drop, "cut": Cut, "clog": Clog, "isolate": Isolate, "maybe": Maybe}
 #: Properties ``expect.properties`` / ``expect.violated`` may name.
 PROPERTIES = ("same_on_all_workers", "matches_single_worker", "finite")
 #: Where ``program.builtin`` names are looked up.
@@ -45,7 +47,8 @@ class Program:
 @dataclass(frozen=True)
 class Expectation:
     """The outcome a scenario promises: an error (its class, workers, message fragments) or success with
-    properties, returned values and files; ``after_restart`` is checked on a rerun without faults."""
+    properties, returned values and files; ``after_restart`` is checked on a rerun without faults; ``real`` (from
+    ``[expect.real]``) replaces it on real processes, where an outcome differs (a lost heartbeat, not a deadlock)."""
 
     success: bool
     error: str | None = None
@@ -57,6 +60,7 @@ class Expectation:
     files: tuple[str, ...] = ()
     absent_files: tuple[str, ...] = ()
     after_restart: Expectation | None = None
+    real: Expectation | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,11 @@ class Scenario:
     setups: tuple[WorkerSetup, ...]
     program: Program
     expect: Expectation
+    real: bool = False
+
+    def expectation(self, backend: str) -> Expectation:
+        """What the run on ``backend`` ("sim" or "real") must end with."""
+        return self.expect.real if backend == "real" and self.expect.real is not None else self.expect
 
     def cluster_kwargs(self, seed: int | None = None, faults: bool = True) -> dict[str, Any]:
         """``SimCluster(**kwargs)`` for this scenario (another ``seed``, or without its faults)."""
@@ -126,7 +135,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"{path}: not valid TOML ({err}). Fix: correct the syntax at that line.") from None
     top = _Table(path, "", data)
-    top.only(("name", "description", "seed", "cluster", "workers", "faults", "program", "expect"))
+    top.only(("name", "description", "seed", "real", "cluster", "workers", "faults", "program", "expect"))
     name = top.get("name", str)
     if name != path.stem:
         raise top.fail("name", f"is {name!r} but the file is {path.name}", f"name the file {name}.toml or set "
@@ -145,12 +154,22 @@ def load_scenario(path: str | Path) -> Scenario:
                    for k in range(len(top.get("workers", list, []))))
     if len({s.worker for s in setups}) != len(setups):
         raise top.fail("workers", "lists one worker twice", "merge the overrides of each worker into one [[workers]]")
+    expect = _expectation(top.table("expect", required=True), workers)
+    real = top.get("real", bool, False)
+    if expect.real is not None and not real:
+        raise top.fail("expect.real", "describes a run on real processes, but real is not true",
+                       "add real = true at the top of the file, or remove [expect.real]")
+    if real:
+        for k, fault in enumerate(faults):
+            problem = unsupported_on_real(fault)
+            if problem:
+                raise _Table(path, f"faults[{k}]", {}).fail("kind", problem, "remove the fault or set real = false")
     return Scenario(name=name, description=top.get("description", str).strip(), path=path, workers=workers,
                     devices_per_worker=devices, chief=cluster.get("chief", bool, False),
                     seed=top.get("seed", int, 0), heartbeat_timeout=float(cluster.get("heartbeat_timeout",
                                                                                       (int, float), 10.0)),
                     faults=faults, setups=setups, program=_program(top.table("program", required=True)),
-                    expect=_expectation(top.table("expect", required=True), workers))
+                    expect=expect, real=real)
 
 
 def _item(top: _Table, key: str, index: int) -> dict[str, Any]:
@@ -168,10 +187,13 @@ def _worker_index(table: _Table, key: str, workers: int) -> int:
     return index
 
 
-def _fault(table: _Table, workers: int) -> Fault:
-    kind = table.get("kind", str, fix=f"set kind to one of {', '.join(FAULT_KINDS)}")
-    if kind not in FAULT_KINDS:
-        raise table.fail("kind", f"is {kind!r}", f"use one of {', '.join(FAULT_KINDS)}")
+def _fault(table: _Table, workers: int, kinds: tuple[str, ...] = tuple(FAULT_KINDS)) -> Fault:
+    kind = table.get("kind", str, fix=f"set kind to one of {', '.join(kinds)}")
+    if kind not in kinds:
+        nested = ", inside a maybe, which wraps one plain fault" if kind in FAULT_KINDS else ""
+        raise table.fail("kind", f"is {kind!r}{nested}", f"use one of {', '.join(kinds)}")
+    if kind == "maybe":
+        return _maybe(table, workers)
     cls = FAULT_KINDS[kind]
     names = tuple(f.name for f in dataclasses.fields(cls))
     table.only(("kind", *names))
@@ -184,6 +206,24 @@ def _fault(table: _Table, workers: int) -> Fault:
     except (TypeError, ValueError) as err:
         raise table.fail("kind", f"a {kind} fault cannot be made from {kwargs} ({err})",
                          f"give the fields of {cls.__name__}: {', '.join(names)}") from None
+
+
+def _maybe(table: _Table, workers: int) -> Maybe:
+    """``kind = "maybe"``: one plain fault (``fault = { kind = "crash", ... }``) that the run's seed enables or not,
+    then fires at each chance with ``fire_probability``."""
+    table.only(("kind", "fault", "enabled_probability", "fire_probability"))
+    plain = tuple(kind for kind in FAULT_KINDS if kind != "maybe")
+    if not isinstance(table.data.get("fault"), dict):
+        raise table.fail("fault", f"is {table.data.get('fault', 'missing')!r}, not a table",
+                         'wrap one plain fault: fault = { kind = "crash", worker = 1, at_step = 2 }')
+    fault = _fault(table.table("fault", required=True), workers, plain)
+    chances = {}
+    for key, default in (("enabled_probability", 0.5), ("fire_probability", 1.0)):
+        value = table.get(key, (int, float), default, fix=f"write a probability, e.g. {key} = 0.5")
+        if not 0.0 <= value <= 1.0:
+            raise table.fail(key, f"is {value!r}, not a probability", f"use a number from 0 to 1, e.g. {key} = 0.5")
+        chances[key] = float(value)
+    return Maybe(fault, **chances)
 
 
 def _setup(table: _Table, workers: int) -> WorkerSetup:
@@ -228,9 +268,12 @@ def _strings(table: _Table, key: str) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _expectation(table: _Table, workers: int) -> Expectation:
-    table.only(("success", "error", "workers", "message", "properties", "violated", "returns", "files",
-                "absent_files", "after_restart"))
+#: The keys of ``[expect]`` that ``[expect.real]`` may override for runs on real processes.
+_OUTCOME_KEYS = ("success", "error", "workers", "message", "properties", "violated", "returns", "files", "absent_files")
+
+
+def _expectation(table: _Table, workers: int, top: bool = True) -> Expectation:
+    table.only((*_OUTCOME_KEYS, "after_restart", *(("real",) if top else ())))
     success = table.get("success", bool, fix="write success = true, or success = false with error = \"...\"")
     error = table.get("error", str, None)
     if success == (error is not None):
@@ -247,8 +290,16 @@ def _expectation(table: _Table, workers: int) -> Expectation:
             if name not in PROPERTIES:
                 raise table.fail(key, f"names {name!r}", f"use one of {', '.join(PROPERTIES)}")
     after = table.data.get("after_restart")
+    real = None
+    if "real" in table.data:
+        overrides = table.table("real")
+        overrides.only(_OUTCOME_KEYS)
+        inherited = {key: value for key, value in table.data.items() if key != "real"}
+        if "success" in overrides.data and overrides.data["success"]:
+            inherited.pop("error", None)  # a real run that succeeds where the simulated one fails
+        real = _expectation(_Table(table.path, overrides.where, inherited | overrides.data), workers)
     return Expectation(success=success, error=error, workers=on, message=_strings(table, "message"),
                        properties=checked["properties"], violated=checked["violated"],
                        returns=dict(table.get("returns", dict, {})), files=_strings(table, "files"),
-                       absent_files=_strings(table, "absent_files"),
-                       after_restart=None if after is None else _expectation(table.table("after_restart"), workers))
+                       absent_files=_strings(table, "absent_files"), real=real,
+                       after_restart=None if after is None else _expectation(table.table("after_restart"), workers, False))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["tf_sum", "tf_mean", "tf_sum_along"]
+__all__ = ["tf_sum", "tf_mean", "tf_sum_along", "tf_sum_each", "tf_sum_rows", "rows_summed_apart"]
 
 _PACKET_BYTES = 32  # AVX packets, as TF's x86 builds use
 _LEAF_PACKETS = 1024  # Eigen's kLeafSize: longer rows are split in two
@@ -62,16 +62,46 @@ def tf_sum(values: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return out if out.ndim else out[()]
 
 
-def _columns(slabs: np.ndarray) -> np.ndarray:
+def tf_sum_each(values: Any) -> Any:
+    """``tf_sum(values[k], axis=0)`` for every k, stacked: each slab of a 3-D array summed over its rows on its own
+    (a stacked step's per-replica bias gradients), which ``tf_sum(values, axis=1)`` is not (Eigen's packets then
+    run across slabs)."""
+    if (isinstance(values, np.ndarray) and values.dtype in (np.float32, np.float64) and values.ndim == 3
+            and values.shape[1] > 1 and values.shape[2] > 1):
+        return _columns(np.ascontiguousarray(values), each=True)
+    return np.stack([tf_sum(slab, axis=0) for slab in values])
+
+
+def tf_sum_rows(values: Any) -> Any:
+    """``tf_sum(values[k])`` for every row of a 2-D array: each replica's full sum of its per-example values in a
+    stacked step. Rows of more than one value that one thread sums (``_full``) and short enough to be one leaf
+    sum as ``_leaves`` does, all at once; others row by row."""
+    if isinstance(values, np.ndarray) and values.dtype in (np.float32, np.float64) and values.ndim == 2:
+        length = values.shape[1]
+        if 1 < length <= (_PACKET_BYTES // values.dtype.itemsize) * _LEAF_PACKETS and _threads(length) == 1:
+            return _leaves(np.ascontiguousarray(values), _PACKET_BYTES // values.dtype.itemsize)
+    return np.array([tf_sum(row) for row in values], dtype=values.dtype)
+
+
+def rows_summed_apart(width: int, dtype: Any) -> bool:
+    """Whether ``tf_sum`` along rows of ``width`` values sums each row on its own, wherever it lies in the array
+    (rows of up to 1024 packets; longer ones are split at packets counted from the array's start)."""
+    return width * np.dtype(dtype).itemsize <= _PACKET_BYTES * _LEAF_PACKETS
+
+
+def _columns(slabs: np.ndarray, each: bool = False) -> np.ndarray:
     """Each slab's sum of rows (``slabs``: outer x rows x columns), as Eigen keeps inner dimensions. Outputs go in
     packets from the first; a packet within one slab's columns, with 16 rows or more, adds every fourth row into
     one of four accumulators, which are then combined in order and take the rows left over. Other outputs add
-    their rows in order."""
+    their rows in order. ``each``: packets counted from each slab's start, as when each slab is summed alone."""
     packet = _PACKET_BYTES // slabs.dtype.itemsize
     outer, rows, columns = slabs.shape
     out = np.add.reduce(slabs, axis=1)  # rows in order (NumPy's reduce over a non-inner axis is sequential)
-    starts = np.arange(0, (outer * columns // packet) * packet, packet)
-    starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
+    if each:
+        starts = (np.arange(outer)[:, None] * columns + np.arange(0, columns - packet + 1, packet)).ravel()
+    else:
+        starts = np.arange(0, (outer * columns // packet) * packet, packet)
+        starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
     if rows < 16 or not len(starts):
         return out
     four = (rows // 4) * 4
@@ -105,7 +135,7 @@ def _full(values: np.ndarray) -> np.ndarray:
     are cut into one block per thread (as many threads as CPUs this process may use), each summed as a row from its
     own start; then the values left over, plus each block's sum in order."""
     count, packet = values.size, _PACKET_BYTES // values.dtype.itemsize
-    threads = min(_cpus(), max(1, int((count * _CYCLES_PER_VALUE - 100000) / 100000 + 0.9)))
+    threads = _threads(count)
     if threads == 1:
         return np.asarray(_split(values, 0, count, packet))
     block = int(np.floor(np.float32(count) / np.float32(threads)))
@@ -115,6 +145,11 @@ def _full(values: np.ndarray) -> np.ndarray:
     for i in range(blocks):
         total = total + _split(values, i * block, block, packet)
     return np.asarray(total)
+
+
+def _threads(count: int) -> int:
+    """How many threads Eigen's cost model gives a full sum of ``count`` values (at most this process's CPUs)."""
+    return min(_cpus(), max(1, int((count * _CYCLES_PER_VALUE - 100000) / 100000 + 0.9)))
 
 
 def _cpus() -> int:

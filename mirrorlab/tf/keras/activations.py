@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from .._kernels import portable_math
-from .._kernels.summation import tf_sum_along
+from .._kernels.summation import rows_summed_apart, tf_sum_along
 
 __all__ = ["get", "serialize", "deserialize", "Activation", "linear", "relu", "sigmoid", "tanh", "softmax",
-           "with_logits", "logits_of"]
+           "with_logits", "logits_of", "stack_refusal"]
 
 _LOGITS: dict[int, tuple[weakref.ref, Any]] = {}  # id(output) -> (a reference to the output, its logits)
 
@@ -69,6 +69,16 @@ _ACTIVATIONS = {
     "softmax": Activation("softmax", softmax,
                           lambda z, a, da: a * (da - tf_sum_along(da * a, -1)), keeps_logits=True),
 }
+
+
+def stack_refusal(activation: Activation, width: Any, dtype: Any) -> str | None:
+    """Why ``activation`` cannot run on stacked rows (replica, batch, ``width``) bit-identical to each replica's own
+    rows; None when it can: the built-in element-wise ones, and softmax on rows its sums treat apart."""
+    if not any(activation is known for known in _ACTIVATIONS.values()):
+        return f"activation {activation.name!r} has no stacked execution"
+    if activation is _ACTIVATIONS["softmax"] and (width is None or not rows_summed_apart(int(width), dtype)):
+        return f"softmax over {width} values per row sums rows across replicas"
+    return None
 
 
 def _function_activation(fn: Callable[[Any], Any], name: str | None = None) -> Activation:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...distribute.variables import Variable
-from .._kernels.summation import tf_sum
+from .._kernels.summation import tf_sum, tf_sum_each
 from ...tensor import array_module, asarray, like
 from ..autodiff import recording, track, untracked, watching
 from ..name_scope import name_scope
@@ -437,6 +437,23 @@ class BuiltinLayer(Layer, ABC):
         out, cache = self._forward(x, bool(training))
         return differentiable(self, inputs, out, cache)
 
+    # -- stacked execution: all local replicas' inputs at once, on a leading replica axis (keras/stacked_step.py) --
+
+    def stack_refusal(self, input_shape: tuple) -> str | None:
+        """Why this layer cannot run the local replicas' inputs (each of ``input_shape``) stacked, bit-identical to
+        one call per replica; None when it can. Only layers that say so run stacked: the default refuses."""
+        return f"layer {self.name!r} ({type(self).__name__}) has no stacked execution"
+
+    def _stacked_forward(self, x: Any, training: bool) -> tuple[Any, Any]:
+        """``_forward`` of stacked inputs (replica, batch, ...): ``_forward`` itself for a layer that treats rows
+        apart (only called when ``stack_refusal`` allows)."""
+        return self._forward(x, training)
+
+    def _stacked_backward(self, cache: Any, dy: Any, input_grad: bool) -> tuple[Any, list[Any]]:
+        """``_backward`` of stacked gradients: weight gradients carry the replica axis first (one per replica);
+        ``input_grad`` False may skip the input's gradient (the first layer's, which no one uses)."""
+        return self._backward(cache, dy)
+
 
 def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> Any:
     """``out`` of ``layer`` on ``inputs`` (with its logits when it keeps them); while a tape records, a value the tape
@@ -499,6 +516,9 @@ class InputLayer(BuiltinLayer):
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
         return dy, []
 
+    def stack_refusal(self, input_shape: tuple) -> str | None:
+        return None
+
 
 def Input(shape: tuple | None = None, batch_size: int | None = None, dtype: Any = None,  # noqa: N802 (Keras' name)
           batch_shape: tuple | None = None, name: str | None = None, **kwargs: Any) -> KerasTensor:
@@ -526,6 +546,19 @@ class _Activated(BuiltinLayer):
     @abstractmethod
     def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
         """``_backward`` from the gradient ``dz`` w.r.t. the pre-activation."""
+
+    def _activation_refusal(self, width: Any) -> str | None:
+        """Why the activation cannot run stacked on rows of ``width`` values (see ``activations.stack_refusal``)."""
+        refusal = activations.stack_refusal(self.activation, width, self.dtype)
+        return None if refusal is None else f"layer {self.name!r}: {refusal}"
+
+    def _stacked_backward(self, cache: Any, dy: Any, input_grad: bool) -> tuple[Any, list[Any]]:
+        return self._stacked_backward_from_logits(cache, self._activation_grad(cache, dy), input_grad)
+
+    def _stacked_backward_from_logits(self, cache: Any, dz: Any, input_grad: bool) -> tuple[Any, list[Any]]:
+        """``_stacked_backward`` from the pre-activation's gradient: ``_backward_from_logits`` for a layer whose
+        backward treats rows apart."""
+        return self._backward_from_logits(cache, dz)
 
 
 class _KernelBias(_Activated):
@@ -614,6 +647,21 @@ class Dense(_KernelBias):
             grads.append(tf_sum(dz2, axis=0).astype(self.dtype, copy=False))
         return dz @ kernel.T, grads
 
+    def stack_refusal(self, input_shape: tuple) -> str | None:
+        """Dense stacks inputs of rank 2 (a batch of vectors per replica), whose products stay each replica's own
+        (``np.matmul`` of (replica, batch, in) by the kernel multiplies each replica's matrix alone)."""
+        if len(input_shape) != 2:
+            return f"layer {self.name!r} (Dense) stacks only inputs of rank 2, got shape {tuple(input_shape)}"
+        return self._activation_refusal(self.units)
+
+    def _stacked_backward_from_logits(self, cache: Any, dz: Any, input_grad: bool) -> tuple[Any, list[Any]]:
+        """Each replica's ``x.T @ dz`` and bias sum, stacked (the same products and sums as one replica's)."""
+        x = cache[0]
+        grads = [np.matmul(np.swapaxes(x, 1, 2), dz).astype(self.dtype, copy=False)]
+        if self.bias is not None:
+            grads.append(tf_sum_each(dz).astype(self.dtype, copy=False))
+        return (dz @ self.kernel._read().T if input_grad else None), grads
+
 
 class Flatten(BuiltinLayer):
     """Collapse all but the batch dimension."""
@@ -627,10 +675,16 @@ class Flatten(BuiltinLayer):
         return (input_shape[0], int(np.prod(input_shape[1:])))
 
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
-        return x.reshape(x.shape[0], -1), x.shape
+        return x.reshape(x.shape[0], int(np.prod(x.shape[1:]))), x.shape  # (sized: an empty batch reshapes too)
 
     def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
         return dy.reshape(cache), []
+
+    def stack_refusal(self, input_shape: tuple) -> str | None:
+        return None
+
+    def _stacked_forward(self, x: Any, training: bool) -> tuple[Any, Any]:
+        return x.reshape(x.shape[0], x.shape[1], int(np.prod(x.shape[2:]))), x.shape
 
 
 class Reshape(BuiltinLayer):
@@ -688,6 +742,9 @@ class Activation(_Activated):
 
     def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
         return dz, []
+
+    def stack_refusal(self, input_shape: tuple) -> str | None:
+        return self._activation_refusal(input_shape[-1])
 
 
 class Dropout(BuiltinLayer):

@@ -21,7 +21,7 @@ from ...distribute import context
 from ..autodiff import track, unbroadcast, untracked, watched
 from ..nn import broadcasting, compute_average_loss, softplus
 from ..nn_ops import check_labels
-from .._kernels.summation import tf_mean, tf_sum
+from .._kernels.summation import rows_summed_apart, tf_mean, tf_sum, tf_sum_rows
 from ...tensor import array_module, asarray, like, tensors_out
 from . import activations
 from .registry import resolve
@@ -172,6 +172,45 @@ class Loss(ABC):
         loss, y_pred = self._on_logits(watched(y_pred))  # (a variable as predictions: its read, on a tape)
         return tensors_out(loss._weighted(y_true, y_pred, sample_weight))
 
+    _stacks = False  # a class that declares (in its own body) that it computes each row apart: see stack_refusal
+
+    def stack_refusal(self, label_shape: tuple, prediction_shape: tuple) -> str | None:
+        """Why ``stacked_in_step`` cannot stand for ``in_step`` on each replica (one replica's labels and predictions
+        of these shapes); None when it can: the loss's own class declares ``_stacks`` (its ``call`` and ``grad`` treat
+        rows apart), the labels match the predictions without broadcasting (Keras' rank matching counts ranks, which
+        a replica axis would shift), it reduces to the mean over the batch, and its sums along a row stay each
+        row's own."""
+        width = prediction_shape[-1]
+        if not vars(type(self)).get("_stacks"):
+            return f"loss {self.name!r} ({type(self).__name__}) has no stacked execution"
+        if tuple(label_shape) not in self._stacked_label_shapes(tuple(prediction_shape)):
+            return f"loss {self.name!r} broadcasts labels of shape {tuple(label_shape)} to {tuple(prediction_shape)}"
+        if self.reduction != "sum_over_batch_size" or getattr(self, "axis", -1) != -1:
+            return f"loss {self.name!r} reduces with {self.reduction!r} over axis {getattr(self, 'axis', -1)}"
+        if getattr(self, "ignore_class", None) is not None:
+            return f"loss {self.name!r} masks ignore_class={self.ignore_class}"
+        if not rows_summed_apart(width, self.dtype):
+            return f"loss {self.name!r} sums rows of {width} values across replicas"
+        return None
+
+    def _stacked_label_shapes(self, prediction_shape: tuple) -> tuple[tuple, ...]:
+        """The label shapes a stacked step takes for predictions of ``prediction_shape`` (one replica's): the same."""
+        return (prediction_shape,)
+
+    def stacked_in_step(self, y_true: Any, y_pred: Any) -> tuple[Any, Any, Any]:
+        """``in_step`` (no sample weights) of every replica at once, ``y_true`` and ``y_pred`` stacked on a leading
+        replica axis: ``(losses, grads, predictions)``, each replica's loss, its gradient w.r.t. the predictions the
+        loss computed from (``predictions``: ``y_pred`` or its logits), as ``in_step`` and its backward pass give
+        them, bit for bit (only when ``stack_refusal`` allows)."""
+        loss, y_pred = self._on_logits(y_pred)
+        predictions = asarray(untracked(y_pred), loss.dtype)
+        y_true = like(asarray(untracked(y_true), loss.dtype), predictions)
+        per_example = asarray(loss.call(y_true, predictions), loss.dtype)
+        scale = _reduction_scale(per_example[0], None, loss.reduction, traced=True)  # (each replica's own scale)
+        losses = asarray(_scaled(tf_sum_rows(per_example.reshape(len(per_example), -1)), scale), loss.dtype)
+        upstream = np.broadcast_to(_scaled(np.ones((), loss.dtype), scale), per_example.shape)
+        return losses, loss.grad(y_true, predictions, upstream), y_pred
+
     def in_step(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
         """The loss as ``fit``/``evaluate``'s traced step computes it: the batch size is unknown when Keras traces the
         step, so even an empty batch (a replica without data) is reduced, to 0."""
@@ -304,6 +343,7 @@ class MeanSquaredError(_DifferenceMean):
     """Mean over the last axis of the squared error."""
 
     default_name = "mean_squared_error"
+    _stacks = True
 
     def _f(self, diff: Any) -> Any:
         return diff * diff
@@ -316,6 +356,7 @@ class MeanAbsoluteError(_DifferenceMean):
     """Mean over the last axis of the absolute error."""
 
     default_name = "mean_absolute_error"
+    _stacks = True
 
     def _f(self, diff: Any) -> Any:
         return abs(diff)
@@ -399,6 +440,7 @@ class SparseCategoricalCrossentropy(_Crossentropy):
     count for nothing (their losses are 0 and a mean is over the others, as Keras masks them)."""
 
     _config_keys = ("from_logits", "ignore_class")
+    _stacks = True
 
     def __init__(self, from_logits: bool = False, ignore_class: int | None = None,
                  reduction: str | None = "sum_over_batch_size", name: str = "sparse_categorical_crossentropy",
@@ -427,6 +469,10 @@ class SparseCategoricalCrossentropy(_Crossentropy):
 
     def check_shapes(self, y_true_shape: tuple, y_pred_shape: tuple) -> None:
         _check_sparse_shapes(tuple(y_true_shape), tuple(y_pred_shape))
+
+    def _stacked_label_shapes(self, prediction_shape: tuple) -> tuple[tuple, ...]:
+        """Class indices, one per example, or a column of them."""
+        return (prediction_shape[:-1], (*prediction_shape[:-1], 1))
 
     @staticmethod
     def _labels(y_true: Any, y_pred: Any) -> Any:
@@ -541,6 +587,7 @@ class BinaryCrossentropy(_DenseCrossentropy):
     """Mean over ``axis`` of the element-wise binary cross-entropy (smoothing pulls targets toward 0.5)."""
 
     default_name = "binary_crossentropy"
+    _stacks = True
 
     def _smoothed(self, y_true: Any) -> Any:
         t = y_true.dtype.type
@@ -567,6 +614,7 @@ class CategoricalCrossentropy(_DenseCrossentropy):
     """Cross-entropy against one-hot (or soft) targets over ``axis``; probabilities are renormalised first."""
 
     default_name = "categorical_crossentropy"
+    _stacks = True
 
     def _smoothed(self, y_true: Any) -> Any:
         t = y_true.dtype.type

@@ -1,7 +1,8 @@
-"""Test hosts in Linux network namespaces: one namespace per host, each joined by a veth pair to a bridge that lives
-in a namespace of its own, addresses in 192.0.2.0/24 (TEST-NET-1) only, nothing changed in the caller's namespace.
+"""Hosts in Linux network namespaces, for real-process scenario runs and network tests: one namespace per host, each
+joined by a veth pair to a bridge that lives in a namespace of its own, addresses in 192.0.2.0/24 (TEST-NET-1) only,
+nothing changed in the caller's namespace.
 
-Names carry the test process's pid, so parallel runs never collide; ``close`` deletes every namespace (the veths
+Names carry the creating process's pid, so parallel runs never collide; ``close`` deletes every namespace (the veths
 and the bridge go with them) and the per-namespace /etc/netns files, and is safe to call after a partial setup.
 """
 
@@ -14,6 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
+
+__all__ = ["NetnsLab", "Host", "run", "unavailable_reason", "SUBNET_PREFIX"]
 
 SUBNET_PREFIX = "192.0.2."
 _RUN_TIMEOUT_S = 10.0

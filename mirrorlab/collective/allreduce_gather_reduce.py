@@ -1,0 +1,70 @@
+"""One-round all-reduce for small messages: every rank sends its whole array to every other rank, then
+each sums all of them locally.
+
+One message latency instead of the ring's 2(n-1) or halving/doubling's 2·log2(n) rounds, at the price of
+(n-1) x the bytes, so it only pays for small messages (``algorithm_choice.py`` decides). Every element is
+summed in exactly the order of the algorithm that would otherwise run, ``order`` = ``"ring"`` or
+``"halving_doubling"``, so the result is bit-identical to it whichever runs (NaN payloads included: the
+operands are added in the same operand order too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..tensor import array_module
+from .allreduce_ring import chunk_bounds
+from .communicator import Instance
+
+__all__ = ["allreduce_gather_reduce", "ring_order_total", "halving_doubling_order_total", "ORDERS"]
+
+
+def ring_order_total(arrays: Sequence[Any]) -> Any:
+    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array."""
+    n = len(arrays)
+    xp = array_module(arrays[0])
+    total = xp.empty(arrays[0].shape, arrays[0].dtype)
+    for c, (a, b) in enumerate(chunk_bounds(arrays[0].shape[0], n)):
+        acc = total[a:b]
+        xp.add(arrays[c][a:b], arrays[(c + 1) % n][a:b], out=acc)
+        for k in range(2, n):
+            xp.add(acc, arrays[(c + k) % n][a:b], out=acc)
+    return total
+
+
+def halving_doubling_order_total(arrays: Sequence[Any]) -> Any:
+    """Halving/doubling's sum (the same tree for every element): with p = 2^floor(log2 n) and r = n - p, the
+    first 2r ranks fold pairwise (``x_2v + x_2v+1``), then partials whose virtual ranks differ in bit p/2, p/4,
+    ..., 1 are added, the one with the bit clear first: for p = 4, ``(y0 + y2) + (y1 + y3)``."""
+    n = len(arrays)
+    p = 1 << (n.bit_length() - 1)
+    extra = n - p
+    partials = [arrays[2 * v] + arrays[2 * v + 1] if v < extra else arrays[v + extra] for v in range(p)]
+    half = p >> 1
+    while half:
+        partials = [partials[v] + partials[v + half] for v in range(half)]
+        half >>= 1
+    return partials[0]
+
+
+ORDERS = {"ring": ring_order_total, "halving_doubling": halving_doubling_order_total}
+
+
+def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> Any:
+    """Sum the 1-D array ``flat`` over all ranks of ``inst`` in ``order``'s summation order; returns a new
+    array on every rank. ``flat`` must not change until the peers have it (the group's arrays are frozen)."""
+    if order not in ORDERS:
+        raise ValueError(f"allreduce_gather_reduce: order must be one of {sorted(ORDERS)}; got {order!r}")
+    n, r = inst.size, inst.rank
+    if n == 1:
+        return flat
+    total_in_order = ORDERS[order]
+    for k in range(1, n):
+        inst.send((r + k) % n, flat, step=0)
+    arrays: list[Any] = [None] * n
+    arrays[r] = flat
+    for k in range(1, n):
+        peer = (r - k) % n
+        arrays[peer] = inst.recv(peer, step=0)
+    return total_in_order(arrays)

@@ -1,0 +1,205 @@
+"""Collectives computed once for all workers, when the simulator can prove that changes nothing.
+
+On a network where every message arrives at once (no latency, no bandwidth limit, no fault acting on messages),
+a worker entering a collective instance runs its algorithm ahead (``dry_run``): sends are recorded, receives return
+``Placeholder``s, and the worker blocks once. When every member of the instance has arrived in the same virtual
+instant, with the same identity (sequence number, fingerprint, request kind and call site), the last one matches
+every send with its receive in the network's per-pair order, advances the network's counters as the messages
+would have, computes every rank's result once (``lazy_eval``) and wakes the others: a collective costs each worker
+one block, not one per message, and a 1024-worker cluster holds one copy of each result, not 1024.
+
+Whenever that is not proven, the members that were waiting run their collective message by message, as before,
+in the same virtual instant: a member whose algorithm needs the bytes of a message, a member with another
+identity, an abort reaching a member, the scheduler running out of runnable threads (a member is missing), or a
+schedule that would not complete. Their messages then carry real data through the network and its faults.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mirrorlab.collective.communicator import Instance
+
+from .lazy_array import LazyArray, NeedsData, Placeholder
+from .lazy_eval import Materializer
+
+if TYPE_CHECKING:
+    from .network import SimNetwork, SimTransport
+    from .scheduler import SimThread
+
+__all__ = ["Meetings", "dry_run"]
+
+Op = tuple[int, int, Any, bool]  # (peer, step, payload or placeholder, is a receive)
+
+
+class _Recorder(Instance):
+    """An instance whose sends are recorded and whose receives return placeholders."""
+
+    def __init__(self, inst: Instance, ops: list[Op]) -> None:
+        super().__init__(inst.comm, inst.state, inst.deadline, inst.timeout)
+        self.ops = ops
+
+    def send(self, peer: int, payload: Any, step: int) -> None:
+        if not isinstance(payload, (np.ndarray, LazyArray)):
+            raise NeedsData(f"sending a {type(payload).__name__}")
+        self.ops.append((peer, step, payload, False))
+
+    def recv(self, peer: int, step: int) -> Any:
+        placeholder = Placeholder(peer, step)
+        self.ops.append((peer, step, placeholder, True))
+        return placeholder
+
+
+class _Plan:
+    """One member's collective, run ahead: its operations, its described result, and how it ended."""
+
+    __slots__ = ("transport", "inst", "body", "ops", "result", "thread", "value", "computed")
+
+    def __init__(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any], ops: list[Op],
+                 result: Any, thread: "SimThread") -> None:
+        self.transport, self.inst, self.body, self.ops, self.result, self.thread = (
+            transport, inst, body, ops, result, thread)
+        self.value: Any = None
+        self.computed = False
+
+
+def dry_run(inst: Instance, body: Callable[[Instance], Any]) -> tuple[list[Op], Any] | None:
+    """``body``'s operations and described result, or None when it needs data it cannot have yet (or fails: then
+    the message-by-message run raises the same error)."""
+    ops: list[Op] = []
+    try:
+        return ops, body(_Recorder(inst, ops))
+    except (Exception, NeedsData):
+        return None
+
+
+class _Meeting:
+    """The members of one collective instance that have arrived, by rank."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.plans: dict[int, _Plan] = {}
+
+    def identity(self) -> Any:
+        return next(iter(self.plans.values())).inst.state
+
+    def waiting_for(self, rank: int) -> int | None:
+        """The peer ``rank`` would be waiting for now, had every member present sent what it could."""
+        return self.match()[0].get(rank)
+
+    def match(self) -> tuple[dict[int, int], dict[tuple[int, int], int], bool]:
+        """Play the members' operations in per-pair FIFO order, binding each placeholder to its message: which peer
+        each blocked member waits for, how many messages each pair carried, and whether all were received."""
+        queues: dict[tuple[int, int], deque] = {}
+        counts: dict[tuple[int, int], int] = {}
+        cursor = dict.fromkeys(self.plans, 0)
+        waiting: dict[int, int] = {}
+        work = deque(sorted(self.plans))
+        while work:
+            rank = work.popleft()
+            ops, i = self.plans[rank].ops, cursor[rank]
+            while i < len(ops):
+                peer, _, obj, is_recv = ops[i]
+                if is_recv:
+                    queue = queues.get((peer, rank))
+                    if not queue:
+                        waiting[rank] = peer
+                        break
+                    obj.bind(queue.popleft())
+                else:
+                    queues.setdefault((rank, peer), deque()).append(obj)
+                    counts[(rank, peer)] = counts.get((rank, peer), 0) + 1
+                    if waiting.get(peer) == rank:
+                        del waiting[peer]
+                        work.append(peer)
+                i += 1
+            cursor[rank] = i
+        complete = not waiting and not any(queues.values())
+        return waiting, counts, complete
+
+
+class Meetings:
+    """The collective instances whose members wait to be computed together (one per (group, sequence number))."""
+
+    def __init__(self, network: "SimNetwork") -> None:
+        self.network = network
+        self._open: dict[tuple[int, int], _Meeting] = {}
+
+    def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any]) -> Any:
+        """Run ``body`` (this member's collective) together with the other members, or message by message."""
+        key = (transport.group, inst.state.seq)
+        meeting = self._open.get(key)
+        if meeting is not None and (meeting.identity() != inst.state or transport.rank in meeting.plans):
+            self.release(meeting)
+            return body(inst)
+        ahead = dry_run(inst, body)
+        if ahead is None:
+            if meeting is not None:
+                self.release(meeting)
+            return body(inst)
+        if meeting is None:
+            meeting = self._open[key] = _Meeting(transport.size)
+        plan = _Plan(transport, inst, body, *ahead, self.network.scheduler.current)
+        meeting.plans[transport.rank] = plan
+        if len(meeting.plans) < meeting.size:
+            return self._wait(meeting, plan)
+        del self._open[key]
+        if not self._compute(meeting):
+            self._fall_back(meeting, plan)
+            return body(inst)
+        for other in meeting.plans.values():
+            if other is not plan:
+                self.network.scheduler.wake(other.thread)
+        return plan.value
+
+    def _wait(self, meeting: _Meeting, plan: _Plan) -> Any:
+        first = next((op[0] for op in plan.ops if op[3]), None)
+        plan.transport.meeting = meeting
+        try:
+            self.network.scheduler.block(f"waiting for a message from worker {first}")
+        finally:
+            plan.transport.meeting = None
+        if plan.computed:
+            return plan.value
+        return plan.body(plan.inst)
+
+    def release(self, meeting: _Meeting) -> None:
+        """Let the waiting members of ``meeting`` run their collective message by message (in this instant)."""
+        for key, open_meeting in list(self._open.items()):
+            if open_meeting is meeting:
+                del self._open[key]
+        self._fall_back(meeting, None)
+
+    def _fall_back(self, meeting: _Meeting, caller: _Plan | None) -> None:
+        for plan in meeting.plans.values():
+            if plan is not caller:
+                plan.transport.meeting = None
+                self.network.scheduler.wake(plan.thread)
+
+    def release_all(self) -> bool:
+        """Release every waiting meeting (the scheduler has nothing else to run); whether there was one."""
+        meetings = list(self._open.values())
+        for meeting in meetings:
+            self.release(meeting)
+        return bool(meetings)
+
+    def _compute(self, meeting: _Meeting) -> bool:
+        """Match, count and compute every member's collective; False (nothing changed) when that is not proven."""
+        net = self.network
+        plans = meeting.plans
+        if any(p.transport.abort_error is not None for p in plans.values()):
+            return False
+        group = next(iter(plans.values())).transport.group
+        _, counts, complete = meeting.match()
+        if not complete or not net.quiet(group, counts):
+            return False
+        net.count_delivered(group, counts)
+        materializer = Materializer(meeting.size)
+        for plan in plans.values():
+            plan.value = materializer.results(plan.result)
+            plan.computed = True
+        return True

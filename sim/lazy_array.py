@@ -1,0 +1,280 @@
+"""Arrays described by how they are computed, not by their bytes: what a collective algorithm's messages carry
+when the simulator runs every rank's algorithm ahead of time (``collective_batch``).
+
+A ``Placeholder`` stands for a message not yet matched with its send; ``Add``, ``Slice``, ``Reshape`` and
+``Concat`` record the algorithm's own operations, in its own operand order, so evaluating them later
+(``lazy_eval``) repeats exactly the sums the algorithm would have done. Anything else an algorithm asks of such an
+array (its bytes, a comparison, another NumPy function) raises ``NeedsData``: the simulator then runs that
+collective message by message, as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NeedsData", "LazyArray", "Leaf", "Placeholder", "Add", "Slice", "Reshape", "Concat", "lift", "bottom_up", "view_base"]
+
+
+class NeedsData(BaseException):
+    """An algorithm needed the bytes of an array that is only described (a BaseException, so that no ``except
+    Exception`` in an algorithm can swallow it and go on with a wrong guess)."""
+
+
+class LazyArray:
+    """A described array: shape and dtype on demand, the operations collective algorithms use, nothing else."""
+
+    __slots__ = ("value", "_shape", "_dtype")
+    __array_ufunc__ = None  # ``ndarray + lazy`` defers to ``lazy.__radd__``
+
+    def __init__(self) -> None:
+        self.value: Any = None  # the evaluated array, once ``lazy_eval`` computed it
+        self._shape: tuple | None = None  # found once (each node's shape depends on a chain of others)
+        self._dtype: np.dtype | None = None
+
+    def inputs(self) -> tuple["LazyArray", ...]:
+        """The described arrays this one is computed from."""
+        return ()
+
+    # -- what an algorithm may ask -------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        if self._shape is None:
+            self._shape = self._find_shape()
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self._dtype is None:
+            self._dtype = self._find_dtype()
+        return self._dtype
+
+    def _find_shape(self) -> tuple:
+        raise NeedsData("shape")
+
+    def _find_dtype(self) -> np.dtype:
+        raise NeedsData("dtype")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> "LazyArray":
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise NeedsData(f"indexing with {key!r}")
+        return Slice(self, key)
+
+    def reshape(self, *shape: Any) -> "LazyArray":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return Reshape(self, tuple(int(d) for d in shape))
+
+    def __add__(self, other: Any) -> "LazyArray":
+        return Add(self, lift(other))
+
+    def __radd__(self, other: Any) -> "LazyArray":
+        return Add(lift(other), self)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        if func is np.concatenate and set(kwargs) <= {"axis"} and len(args) <= 2:
+            axis = kwargs.get("axis", args[1] if len(args) > 1 else 0)
+            if axis == 0:
+                return Concat([lift(a) for a in args[0]])
+        raise NeedsData(f"numpy.{func.__name__}")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NeedsData("the array's bytes")
+
+    def __bool__(self) -> bool:
+        raise NeedsData("the array's truth value")
+
+    def __iter__(self) -> Any:
+        raise NeedsData("iteration")
+
+
+def lift(value: Any) -> LazyArray:
+    """``value`` as a described array: itself, or a ``Leaf`` around a NumPy array (anything else needs data)."""
+    if isinstance(value, LazyArray):
+        return value
+    if isinstance(value, np.ndarray):
+        return Leaf(value)
+    raise NeedsData(f"a {type(value).__name__} operand")
+
+
+def bottom_up(root: LazyArray, known: Callable[[LazyArray], bool], compute: Callable[[LazyArray], None]) -> None:
+    """``compute`` every described array from ``root`` down that is not ``known`` yet, inputs first, without
+    recursion (a 1024-rank ring chains 2046 operations)."""
+    stack = [root]
+    while stack:
+        top = stack[-1]
+        if known(top):
+            stack.pop()
+            continue
+        pending = [n for n in top.inputs() if not known(n)]
+        if pending:
+            stack.extend(pending)
+            continue
+        compute(top)
+        stack.pop()
+
+
+def view_base(node: LazyArray) -> tuple[LazyArray, int]:
+    """The array ``node`` views (through slices, reshapes and matched placeholders) and the flat position where
+    ``node``'s elements start in it."""
+    start = 0
+    while isinstance(node, (Slice, Reshape, Placeholder)):
+        if isinstance(node, Slice):
+            start += node.rows()[0] * math.prod(node.base.shape[1:])
+        node = node.bound if isinstance(node, Placeholder) else node.base
+    return node, start
+
+
+class Leaf(LazyArray):
+    """A real NumPy array taking part (a rank's own input, or what it sent)."""
+
+    __slots__ = ()
+
+    def __init__(self, array: np.ndarray) -> None:
+        super().__init__()
+        self.value = array
+
+    def _find_shape(self) -> tuple:
+        return self.value.shape
+
+    def _find_dtype(self) -> np.dtype:
+        return self.value.dtype
+
+
+class Placeholder(LazyArray):
+    """What a receive returns before it is matched: the message from ``peer`` at algorithm step ``step``."""
+
+    __slots__ = ("peer", "step", "bound")
+
+    def __init__(self, peer: int, step: int) -> None:
+        super().__init__()
+        self.peer = peer
+        self.step = step
+        self.bound: LazyArray | None = None
+
+    def bind(self, payload: Any) -> None:
+        self.bound = lift(payload)
+
+    def inputs(self) -> tuple[LazyArray, ...]:
+        return (self.bound,)
+
+    def _find_shape(self) -> tuple:
+        if self.bound is None:
+            raise NeedsData(f"the shape of the message from worker {self.peer}")
+        return self.bound.shape
+
+    def _find_dtype(self) -> np.dtype:
+        if self.bound is None:
+            raise NeedsData(f"the dtype of the message from worker {self.peer}")
+        return self.bound.dtype
+
+
+class Add(LazyArray):
+    """``a + b`` (same shapes; the shape is taken from whichever operand is already known)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: LazyArray, b: LazyArray) -> None:
+        super().__init__()
+        self.a, self.b = a, b
+
+    def inputs(self) -> tuple[LazyArray, ...]:
+        return self.a, self.b
+
+    def _find_shape(self) -> tuple:
+        try:
+            return self.a.shape
+        except NeedsData:
+            return self.b.shape
+
+    def _find_dtype(self) -> np.dtype:
+        return np.result_type(self.a.dtype, self.b.dtype)
+
+
+class _View(LazyArray):
+    """The elements of ``base``, in another shape: same dtype, one input."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: LazyArray) -> None:
+        super().__init__()
+        self.base = base
+
+    def inputs(self) -> tuple[LazyArray, ...]:
+        return (self.base,)
+
+    def _find_dtype(self) -> np.dtype:
+        return self.base.dtype
+
+
+class Slice(_View):
+    """``base[key]`` along the first axis (step 1)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, base: LazyArray, key: slice) -> None:
+        super().__init__(base)
+        self.key = key
+
+    def rows(self) -> tuple[int, int]:
+        """The first-axis range this slice keeps, ``[start, stop)``."""
+        start, stop, _ = self.key.indices(self.base.shape[0])
+        return start, max(start, stop)
+
+    def _find_shape(self) -> tuple:
+        start, stop = self.rows()
+        return (stop - start, *self.base.shape[1:])
+
+
+class Reshape(_View):
+    """``base.reshape(shape)`` (row-major, as NumPy)."""
+
+    __slots__ = ("new_shape",)
+
+    def __init__(self, base: LazyArray, shape: tuple) -> None:
+        super().__init__(base)
+        self.new_shape = shape
+
+    def _find_shape(self) -> tuple:
+        if -1 not in self.new_shape:
+            return self.new_shape
+        known = math.prod(d for d in self.new_shape if d != -1)
+        return tuple(self.base.size // known if d == -1 else d for d in self.new_shape)
+
+
+class Concat(LazyArray):
+    """``np.concatenate(parts, axis=0)``."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[LazyArray]) -> None:
+        super().__init__()
+        self.parts = parts
+
+    def inputs(self) -> tuple[LazyArray, ...]:
+        return tuple(self.parts)
+
+    def _find_shape(self) -> tuple:
+        shapes = [p.shape for p in self.parts]
+        return (sum(s[0] for s in shapes), *shapes[0][1:])
+
+    def _find_dtype(self) -> np.dtype:
+        return np.result_type(*(p.dtype for p in self.parts))
