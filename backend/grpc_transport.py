@@ -25,7 +25,7 @@ from mirrorlab.collective.message import AbortNotice, Header, Message
 from mirrorlab.collective.transport import Transport
 from mirrorlab.runtime.liveness import peer_lost_error
 
-from . import wire
+from . import grpc_options, wire
 from .keepalive import Keepalive
 from .settings import DEFAULT_KEEPALIVE
 from .tls import TlsFiles
@@ -74,13 +74,10 @@ class PeerNode:
         self.local_state: Callable[[], str] = lambda: ""  # where this worker is, for error messages
         # told of every abort of a group (ALL_GROUPS included), so collectives on another transport stop too
         self.on_abort: Callable[[int, errors.OpError], None] = lambda group, error: None
-        item_bytes = wire.CHUNK_BYTES + 1  # one piece and its flag: gRPC refuses anything longer unread
-        self._channel_options = [("grpc.max_send_message_length", item_bytes),
-                                 ("grpc.max_receive_message_length", item_bytes)]
+        self._channel_options = grpc_options.channel_options()
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2 * self.size + 8, thread_name_prefix="mirrorlab-rpc"),
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
-                                   options=[*self._channel_options, ("grpc.so_reuseport", 0),  # a taken port fails
-                                            *keepalive.server_options()])
+                                   options=[*grpc_options.server_options(), *keepalive.server_options()])
         self._client_options = [*self._channel_options, *keepalive.client_options()]
 
     def label(self, rank: int) -> str:
@@ -151,8 +148,9 @@ class PeerNode:
         method = self.channel(peer).unary_unary(f"/{SERVICE}/{name}")
         return method(request, timeout=timeout, metadata=self._metadata)
 
-    def send_frame(self, peer: int, frame: bytes) -> None:
-        """Queue ``frame`` on the stream to ``peer`` (opened on first use); never blocks."""
+    def send_frame(self, peer: int, frame: bytes | list[wire.Buffer]) -> None:
+        """Queue ``frame`` (bytes or ``wire.message_parts``) on the stream to ``peer`` (opened on first use);
+        never blocks. Its pieces are cut (copied) before this returns."""
         with self._cond:
             stream = self._outgoing.get(peer)
             if stream is None:
@@ -253,7 +251,7 @@ class _Outgoing:
         while (frame := self._queue.get()) is not None:
             yield frame
 
-    def put(self, frame: bytes) -> None:
+    def put(self, frame: bytes | list[wire.Buffer]) -> None:
         for piece in wire.split(frame):
             self._queue.put(piece)
 
@@ -363,7 +361,7 @@ class GrpcTransport(Transport):
         return self.node.abort_error(self.group)
 
     def send(self, dst: int, message: Message) -> None:
-        self.node.send_frame(dst, wire.encode_message(self.group, message))  # encoding snapshots the payload
+        self.node.send_frame(dst, wire.message_parts(self.group, message))  # cutting pieces snapshots the payload
 
     def recv(self, src: int, deadline: float | None) -> Message:
         return self.node.recv(self.group, src, deadline)

@@ -1,9 +1,10 @@
 """The byte format of what workers send each other: a JSON header plus one raw array, never pickle.
 
 A frame is ``MAGIC`` (4 bytes), the header length (4 bytes, big-endian), the header as UTF-8 JSON, then
-the payload's raw little-endian bytes. The header says the frame's kind (a collective ``Message``, an
-``AbortNotice`` or a ``bye`` when a worker ends), its collective group, and for a message the array's
-dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
+the payload's raw little-endian bytes. On a stream a frame travels as pieces (``split``): the first of
+several says the frame's whole length, so the receiver fills one buffer instead of joining copies. The
+header says the frame's kind (a collective ``Message``, an ``AbortNotice`` or a ``bye`` when a worker
+ends), its collective group, and for a message the array's dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
 the payload, so a hostile or corrupt frame costs nothing but a ``WireError``.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +21,8 @@ import numpy as np
 
 from mirrorlab.collective.message import AbortNotice, Header, Message
 
-__all__ = ["WireError", "WireLimits", "Frame", "encode_message", "encode_abort", "encode_bye", "decode",
-           "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES"]
+__all__ = ["WireError", "WireLimits", "Frame", "message_parts", "encode_message", "encode_abort", "encode_bye",
+           "decode", "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES", "PIECE_OVERHEAD"]
 
 MAGIC = b"MLW1"
 _PREFIX = struct.Struct(">4sI")
@@ -28,7 +30,10 @@ ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", 
                   "float16", "float32", "float64", "complex64", "complex128")
 KINDS = ("message", "abort", "bye")
 CHUNK_BYTES = 1 << 20  # a frame travels as pieces of at most this size, so large tensors stream (pipelined)
-_MORE, _LAST = b"\x00", b"\x01"
+_MORE, _LAST, _FIRST = b"\x00", b"\x01", b"\x02"  # _FIRST: first of several pieces, the frame's length follows
+_LENGTH = struct.Struct(">Q")
+PIECE_OVERHEAD = 1 + _LENGTH.size  # most bytes a piece carries besides its share of the frame
+Buffer = bytes | memoryview
 
 
 class WireError(ValueError):
@@ -55,20 +60,31 @@ class Frame:
     notice: AbortNotice | None = None
 
 
-def _frame(head: dict, payload: bytes | memoryview = b"") -> bytes:
+def _frame_parts(head: dict, payload: Buffer = b"") -> list[Buffer]:
     text = json.dumps(head, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    return b"".join((_PREFIX.pack(MAGIC, len(text)), text, payload))
+    return [_PREFIX.pack(MAGIC, len(text)) + text, payload]
+
+
+def _frame(head: dict) -> bytes:
+    return b"".join(_frame_parts(head))
 
 
 def encode_message(group: int, message: Message) -> bytes:
     """The frame of ``message`` in collective group ``group``; the payload must be a host (NumPy) array."""
+    return b"".join(message_parts(group, message))
+
+
+def message_parts(group: int, message: Message) -> list[Buffer]:
+    """``encode_message``'s frame as its header bytes and a view of the payload, not yet joined: ``split``
+    cuts pieces straight from them, copying the payload once. The view reads the array, so split it
+    before the array can change."""
     array = np.asarray(message.payload)
     if array.dtype.name not in ALLOWED_DTYPES:
         raise WireError(f"cannot send dtype {array.dtype.name}: the wire carries only {', '.join(ALLOWED_DTYPES)}")
     little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     head = {"kind": "message", "group": group, "header": message.header.to_json(),
             "dtype": array.dtype.name, "shape": list(array.shape)}
-    return _frame(head, memoryview(little).cast("B") if little.size else b"")
+    return _frame_parts(head, memoryview(little).cast("B") if little.size else b"")
 
 
 def encode_abort(group: int, notice: AbortNotice) -> bytes:
@@ -133,32 +149,69 @@ def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:
     return Frame(kind, group, message=Message(header, array))
 
 
-def split(frame: bytes, chunk: int = CHUNK_BYTES) -> list[bytes]:
-    """The stream items of ``frame``: pieces of at most ``chunk`` bytes, each after a flag byte (last or not)."""
-    view = memoryview(frame)
-    starts = range(0, max(len(frame), 1), chunk)
-    return [(_LAST if start + chunk >= len(frame) else _MORE) + view[start:start + chunk] for start in starts]
+def split(frame: Buffer | list[Buffer], chunk: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The stream items of ``frame`` (bytes, or its parts from ``message_parts``), cut as they are taken, so
+    the first can travel while the rest are cut: pieces of at most ``chunk`` frame bytes, each after a flag
+    byte (first of several with the frame's length, more, or last)."""
+    parts = [memoryview(p).cast("B") for p in ([frame] if isinstance(frame, (bytes, memoryview)) else frame)]
+    total = sum(len(p) for p in parts)
+    for start in range(0, max(total, 1), chunk):
+        flag = _LAST if start + chunk >= total else (_FIRST + _LENGTH.pack(total) if start == 0 else _MORE)
+        yield b"".join([flag, *_window(parts, start, start + chunk)])
+
+
+def _window(parts: list[memoryview], start: int, end: int) -> list[memoryview]:
+    """The views of ``parts``' bytes ``start:end``, as if the parts were one buffer."""
+    views, offset = [], 0
+    for part in parts:
+        if offset < end and start < offset + len(part):
+            views.append(part[max(0, start - offset):end - offset])
+        offset += len(part)
+    return views
 
 
 class Reassembler:
-    """Joins one stream's items back into frames, refusing a frame past ``limits.max_bytes`` before keeping it."""
+    """Joins one stream's items back into frames: a frame of several pieces is copied once into a buffer of
+    the length its first piece declares, refused before allocation past ``limits.max_bytes``."""
 
     def __init__(self, limits: WireLimits = WireLimits()) -> None:
         self.limits = limits
-        self._parts: list[bytes] = []
-        self._size = 0
+        self._buffer: memoryview | None = None
+        self._filled = 0
 
-    def feed(self, item: bytes) -> bytes | None:
+    def feed(self, item: bytes) -> memoryview | None:
         """The whole frame when ``item`` is its last piece, else None."""
-        flag = item[:1]
-        if flag not in (_MORE, _LAST):
-            raise WireError(f"stream item starts with {flag!r}, not a piece flag (0 or 1)")
-        self._size += len(item) - 1
-        if self._size > self.limits.max_bytes:
-            raise WireError(f"frame of more than {self.limits.max_bytes} bytes exceeds the limit")
-        self._parts.append(item[1:])
+        flag, body = item[:1], memoryview(item)[1:]
+        if flag == _FIRST:
+            flag, body = _MORE, self._start(body)
+        elif flag not in (_MORE, _LAST):
+            raise WireError(f"stream item starts with {flag!r}, not a piece flag (0, 1 or 2)")
+        elif self._buffer is None:
+            if flag == _MORE:
+                raise WireError("a middle piece arrived with no frame started (its first piece is missing)")
+            if len(body) > self.limits.max_bytes:
+                raise WireError(f"frame of more than {self.limits.max_bytes} bytes exceeds the limit")
+            return body
+        end = self._filled + len(body)
+        if end > len(self._buffer):
+            raise WireError(f"pieces carry more than the {len(self._buffer)} bytes their frame declared")
+        self._buffer[self._filled:end] = body
+        self._filled = end
         if flag == _MORE:
             return None
-        frame = b"".join(self._parts)
-        self._parts, self._size = [], 0
+        frame, self._buffer = self._buffer, None
+        if end != len(frame):
+            raise WireError(f"truncated frame: its pieces carried {end} of the {len(frame)} bytes it declared")
         return frame
+
+    def _start(self, body: memoryview) -> memoryview:
+        """Allocate the frame the first piece declares; the rest of the piece is the frame's first bytes."""
+        if self._buffer is not None:
+            raise WireError("a new frame started before the previous one's last piece")
+        if len(body) < _LENGTH.size:
+            raise WireError(f"first piece of {len(body)} bytes is too short to hold the frame's length")
+        (total,) = _LENGTH.unpack_from(body)
+        if total > self.limits.max_bytes:
+            raise WireError(f"frame of more than {self.limits.max_bytes} bytes exceeds the limit ({total} declared)")
+        self._buffer, self._filled = memoryview(np.empty(total, np.uint8)), 0  # NumPy: huge pages for big frames
+        return body[_LENGTH.size:]

@@ -2,17 +2,21 @@
 
 Every path runs in the same worker processes, interleaved (repetition, then size, then path), so they
 share the machine's state: mirrorlab over shared memory (each all-reduce algorithm, and "auto", the one
-``collective/algorithm_choice.py`` picks for the size), mirrorlab over gRPC (ring, pipelined ring, auto) when
-``mirrorlab.backend.grpc_transport`` exists, and ``torch.distributed`` gloo when torch is importable. Each repetition starts after a barrier and counts the slowest rank's time; busbw =
-bytes / time x 2(n-1)/n, as nccl-tests define it.
+``collective/algorithm_choice.py`` picks for the size), mirrorlab over gRPC (ring, pipelined ring, auto)
+when ``mirrorlab.backend.grpc_transport`` exists, ``torch.distributed`` gloo when torch is importable, and
+TensorFlow's ``MultiWorkerMirroredStrategy`` with the RING implementation (CPU collectives over its own
+gRPC) when tensorflow is importable. Each repetition starts after a barrier and counts the slowest rank's
+time; busbw = bytes / time x 2(n-1)/n, as nccl-tests define it.
 
-Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7] [--reuse-memory]``.
+Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7] [--reuse-memory]
+[--paths "grpc ring,tf ring"]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import multiprocessing
 import os
 import socket
@@ -40,6 +44,7 @@ from mirrorlab.tensor import frozen
 DEFAULT_SIZES = "4K,64K,1M,16M,64M"
 HAS_GRPC = importlib.util.find_spec("mirrorlab.backend.grpc_transport") is not None
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
 
 
 def parse_size(text: str) -> int:
@@ -92,6 +97,26 @@ def _gloo_path(rank: int, n: int, port: int) -> Callable[[np.ndarray], object]:
     return run
 
 
+def _tf_path(rank: int, n: int, ports: list[int]) -> Callable[[np.ndarray], object]:
+    """TF 2.21's MWMS with CommunicationImplementation.RING: the all-reduce TF users run over gRPC."""
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                                          "task": {"type": "worker", "index": rank}})
+    import tensorflow as tf
+    ring = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=ring)
+    tensors: dict[int, object] = {}
+
+    def all_reduce(t: object) -> object:
+        return strategy.run(lambda v: tf.distribute.get_replica_context().all_reduce("SUM", v), args=(t,))
+
+    def run(x: np.ndarray) -> object:
+        if x.size not in tensors:  # a per-replica value, placed on the replica's device as MWMS needs
+            tensors[x.size] = strategy.experimental_distribute_values_from_function(lambda _: tf.constant(x))
+        return all_reduce(tensors[x.size]).numpy()
+    return run
+
+
 def _grpc_comm(rank: int, n: int, ports: list[int], names: list[str]) -> tuple[Communicator, object]:
     from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
     node = PeerNode(rank, names, [f"127.0.0.1:{p}" for p in ports], token=f"bench-{ports[0]}")
@@ -113,6 +138,9 @@ def worker(rank: int, n: int, config: dict, out: str) -> None:
             paths.update(_mirrorlab_paths("grpc", grpc_comm, GRPC_ALGORITHMS))
         if config["torch"]:
             paths["gloo"] = _gloo_path(rank, n, config["gloo_port"])
+        if config["tf"]:
+            paths["tf ring"] = _tf_path(rank, n, config["tf_ports"])
+        paths = {name: run for name, run in paths.items() if config["only"] is None or name in config["only"]}
         inputs = [frozen(np.full(size // 4, rank + 1, np.float32)) for size in config["sizes"]]
         times = np.zeros((config["reps"], len(inputs), len(paths)))
         for rep in range(config["warmup"] + config["reps"]):
@@ -142,12 +170,15 @@ def _free_ports(count: int) -> list[int]:
 
 
 def measure(n: int, sizes: list[int], reps: int, warmup: int, use_grpc: bool, use_torch: bool,
-            timeout: float = 1800.0, reuse_memory: bool = False) -> dict[str, np.ndarray]:
+            timeout: float = 1800.0, reuse_memory: bool = False, use_tf: bool = False,
+            only: list[str] | None = None) -> dict[str, np.ndarray]:
     """Per path, an array (reps, sizes) of the slowest rank's seconds, from ``n`` spawned processes
-    (started with ``malloc_tuning``'s environment when ``reuse_memory``: it applies to every path)."""
-    ports = _free_ports(n + 1)
+    (started with ``malloc_tuning``'s environment when ``reuse_memory``: it applies to every path);
+    ``only`` keeps the paths of those names."""
+    ports = _free_ports(2 * n + 1)
     config = {"session": f"bench{uuid.uuid4().hex[:10]}", "sizes": sizes, "reps": reps, "warmup": warmup,
-              "grpc": use_grpc, "torch": use_torch, "grpc_ports": ports[:n], "gloo_port": ports[n]}
+              "grpc": use_grpc, "torch": use_torch, "tf": use_tf, "only": only, "grpc_ports": ports[:n],
+              "gloo_port": ports[n], "tf_ports": ports[n + 1:]}
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as out:
         processes = [context.Process(target=worker, args=(r, n, config, out), daemon=True) for r in range(n)]
@@ -174,19 +205,21 @@ def measure(n: int, sizes: list[int], reps: int, warmup: int, use_grpc: bool, us
 
 
 def report(n: int, sizes: list[int], results: dict[str, np.ndarray]) -> str:
-    """A table: per size and path, min/median latency, busbw at the median, and the ratios of gloo's median and
-    of the same transport's ring's median (what AUTO ran up to 8 workers before the choice by size) to it."""
-    lines = [f"\n{n} processes, float32 all-reduce (slowest rank per repetition; {len(next(iter(results.values())))} reps)",
+    """A table: per size and path, min/median latency, busbw at the median, and the ratios of gloo's median,
+    of the same transport's ring's median (what AUTO ran up to 8 workers before the choice by size) and of
+    TF's MWMS ring's median to it (above 1: this path is faster)."""
+    reps = len(next(iter(results.values())))
+    lines = [f"\n{n} processes, float32 all-reduce (slowest rank per repetition; {reps} reps)",
              (f"{'size':>8} {'path':<22} {'min ms':>9} {'median ms':>10} {'busbw GB/s':>11} {'vs gloo':>8} "
-              f"{'vs ring':>8}")]
+              f"{'vs ring':>8} {'vs tf':>8}")]
     for s, size in enumerate(sizes):
         for name, times in results.items():
             median = float(np.median(times[:, s]))
             ring = f"{name.split(' ')[0]} ring"
             ratios = [f"{np.median(results[other][:, s]) / median:7.2f}x" if other in results and other != name else ""
-                      for other in ("gloo", ring)]
+                      for other in ("gloo", ring, "tf ring")]
             lines.append(f"{_human(size):>8} {name:<22} {times[:, s].min() * 1e3:9.3f} {median * 1e3:10.3f} "
-                         f"{busbw(size, median, n) / 1e9:11.3f} {ratios[0]:>8} {ratios[1]:>8}")
+                         f"{busbw(size, median, n) / 1e9:11.3f} {ratios[0]:>8} {ratios[1]:>8} {ratios[2]:>8}")
     return "\n".join(lines)
 
 
@@ -205,17 +238,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--no-torch", action="store_true", help="leave gloo out even when torch is importable")
     parser.add_argument("--no-grpc", action="store_true", help="leave the gRPC path out even when it exists")
+    parser.add_argument("--no-tf", action="store_true",
+                        help="leave TF's MWMS ring out even when tensorflow is importable")
+    parser.add_argument("--paths", default=None,
+                        help='comma-separated path names to time, e.g. "grpc ring,tf ring" (default: all present)')
     parser.add_argument("--reuse-memory", action="store_true",
                         help="start the workers with glibc's large-buffer reuse (backend/malloc_tuning.py)")
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     use_torch, use_grpc = HAS_TORCH and not args.no_torch, HAS_GRPC and not args.no_grpc
+    only = [name.strip() for name in args.paths.split(",")] if args.paths else None
+    use_torch = use_torch and (only is None or "gloo" in only)  # set up only what will be timed
+    use_tf = HAS_TF and not args.no_tf and (only is None or "tf ring" in only)
     print(f"host: {os.cpu_count()} CPUs; gloo: {'yes' if use_torch else 'skipped (torch not importable)'}; "
+          f"TF MWMS ring: {'yes' if use_tf else 'skipped (tensorflow not importable)'}; "
           f"gRPC: {'yes' if use_grpc else 'skipped (mirrorlab.backend.grpc_transport not present)'}; "
           f"glibc buffer reuse: {'on' if args.reuse_memory else 'off'}")
     for n in (int(p) for p in args.procs.split(",")):
         print(report(n, sizes, measure(n, sizes, args.reps, args.warmup, use_grpc, use_torch,
-                                       reuse_memory=args.reuse_memory)), flush=True)
+                                       reuse_memory=args.reuse_memory, use_tf=use_tf, only=only)), flush=True)
 
 
 if __name__ == "__main__":

@@ -91,8 +91,8 @@ def test_object_arrays_are_never_sent():
 @settings(max_examples=200, deadline=None)
 @given(frame=st.binary(max_size=300), chunk=st.integers(1, 64))
 def test_split_pieces_reassemble_into_the_frame(frame, chunk):
-    pieces = wire.split(frame, chunk)
-    assert all(len(p) <= chunk + 1 for p in pieces)
+    pieces = list(wire.split(frame, chunk))
+    assert all(len(p) <= chunk + wire.PIECE_OVERHEAD for p in pieces)
     joiner = wire.Reassembler()
     assert [joiner.feed(p) for p in pieces] == [None] * (len(pieces) - 1) + [frame]
 
@@ -105,3 +105,31 @@ def test_reassembly_refuses_a_frame_past_the_limit_and_unflagged_items():
             joiner.feed(piece)
     with pytest.raises(wire.WireError, match="not a piece flag"):
         wire.Reassembler().feed(b"MLW1")
+
+
+def test_reassembly_fills_exactly_the_declared_length_of_a_frame():
+    pieces = list(wire.split(bytes(range(200)), 60))
+    with pytest.raises(wire.WireError, match="first piece is missing"):
+        wire.Reassembler().feed(pieces[1])
+    with pytest.raises(wire.WireError, match="truncated frame: its pieces carried 80 of the 200 bytes"):
+        joiner = wire.Reassembler()
+        joiner.feed(pieces[0])
+        joiner.feed(pieces[-1])
+    with pytest.raises(wire.WireError, match="more than the 200 bytes their frame declared"):
+        joiner = wire.Reassembler()
+        for piece in pieces[:-1] + [pieces[1], pieces[-1]]:
+            joiner.feed(piece)
+    with pytest.raises(wire.WireError, match="before the previous one's last piece"):
+        joiner = wire.Reassembler()
+        joiner.feed(pieces[0])
+        joiner.feed(pieces[0])
+
+
+def test_a_message_cut_from_its_parts_decodes_to_the_same_array():
+    array = np.arange(3000, dtype=np.float32).reshape(30, 100)
+    joiner = wire.Reassembler()
+    frames = [joiner.feed(piece) for piece in wire.split(wire.message_parts(2, Message(HEADER, array)), 1000)]
+    assert frames[:-1] == [None] * (len(frames) - 1)
+    assert bytes(frames[-1]) == wire.encode_message(2, Message(HEADER, array))
+    decoded = wire.decode(frames[-1]).message.payload
+    assert decoded.dtype == array.dtype and np.array_equal(decoded, array)
