@@ -1,4 +1,4 @@
-"""``mirrorlab.data.experimental``: the functional forms match the dataset methods, ``assert_cardinality`` checks
+"""``mirrorlab.tf.data.experimental``: the functional forms match the dataset methods, ``assert_cardinality`` checks
 counts as TF's kernel does and is dropped by FILE sharding, ``from_list`` types its elements, and a plain
 iterator has TF's ``get_next``/``get_next_as_optional`` (TF's own values are in the pipeline goldens)."""
 

@@ -1,4 +1,4 @@
-"""mirrorlab.keras on simulated clusters: exact global gradients, determinism, BackupAndRestore."""
+"""mirrorlab.tf.keras on simulated clusters: exact global gradients, determinism, BackupAndRestore."""
 
 from __future__ import annotations
 

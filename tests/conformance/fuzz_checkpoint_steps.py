@@ -42,7 +42,7 @@ def value(dtype: str, shape: list[int], seed: int) -> Any:
 
 
 def _keras(api: Any) -> Any:
-    """The Keras module of ``api``'s framework (Keras 3 beside TF, mirrorlab.keras)."""
+    """The Keras module of ``api``'s framework (Keras 3 beside TF, mirrorlab.tf.keras)."""
     if api.framework == "tensorflow":
         import keras
         return keras

@@ -243,7 +243,7 @@ def _apply(dataset: Any, op: list[Any]) -> Any:
 
 def _apply_structural(dataset: Any, name: str, arguments: list[Any]) -> Any:
     """The ops that fold, regroup or combine elements (scan, window, zip, interleave, ...)."""
-    Dataset = type(dataset)  # tf.data.Dataset or mirrorlab.data.Dataset: both have the static constructors
+    Dataset = type(dataset)  # tf.data.Dataset or mirrorlab.tf.data.Dataset: both have the static constructors
     if name == "scan":
         return dataset.scan(np.int64(0), lambda count, element: (count + 1, element))
     if name == "take_while":

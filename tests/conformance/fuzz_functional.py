@@ -106,13 +106,13 @@ def shrink(spec: Spec) -> Iterator[Spec]:
 
 
 def _frameworks(api: Any) -> tuple[Any, Any]:
-    """The top-level module (tensorflow or mirrorlab) and its ``keras``."""
+    """The TF namespace (tensorflow or mirrorlab.tf) and its ``keras``."""
     if api.framework == "tensorflow":
         import keras
         import tensorflow as tf
         return tf, keras
-    import mirrorlab
-    return mirrorlab, mirrorlab.keras
+    import mirrorlab.tf as tf
+    return tf, tf.keras
 
 
 def _graph(keras: Any, spec: Spec) -> Any:

@@ -349,7 +349,7 @@ def shrink(spec: Spec) -> Iterator[Spec]:
 
 
 def _frameworks(api: Any) -> tuple[Any, Any]:
-    """The ``keras`` module (Keras 3 on TF, mirrorlab.keras) and the ``data`` module of ``api``'s framework."""
+    """The ``keras`` module (Keras 3 on TF, mirrorlab.tf.keras) and the ``data`` module of ``api``'s framework."""
     if api.framework == "tensorflow":
         import keras
     else:

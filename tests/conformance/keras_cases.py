@@ -1,4 +1,4 @@
-"""Keras conformance cases: losses, metrics and ``fit`` of ``mirrorlab.keras`` against Keras 3 on TF 2.21.
+"""Keras conformance cases: losses, metrics and ``fit`` of ``mirrorlab.tf.keras`` against Keras 3 on TF 2.21.
 
 Each case is ``fn(env) -> {label: value}`` written once against ``KerasEnv`` (the ``keras`` module, a ``data``
 module, and a MirroredStrategy over 2 CPUs), so the same code runs on TF (record_keras_golden.py writes

@@ -1,6 +1,6 @@
 """Input-pipeline conformance cases: what a ``tf.data``-style pipeline yields, iterated several times in one
 process (no strategy). Each case is a JSON spec (a source and a list of transformations) built the same way on
-``tf.data`` and on ``mirrorlab.data``, so the recorded TF result (``golden/pipelines.json``, written by
+``tf.data`` and on ``mirrorlab.tf.data``, so the recorded TF result (``golden/pipelines.json``, written by
 record_pipeline_golden.py) is compared with mirrorlab's without TensorFlow.
 
 The cases are drawn at random from a fixed seed (``pipeline_specs``): seeded shuffles (both reshuffle modes),
@@ -631,7 +631,7 @@ def _source(data: Any, source: list[Any]) -> Any:
 
 
 def build(data: Any, spec: Spec) -> Any:
-    """The dataset of ``spec`` built with ``data`` (``tf.data`` or ``mirrorlab.data``)."""
+    """The dataset of ``spec`` built with ``data`` (``tf.data`` or ``mirrorlab.tf.data``)."""
     if "fixed" in spec:
         return FIXED[spec["fixed"]](data)
     ds = _source(data, spec["source"])

@@ -1,4 +1,4 @@
-"""mirrorlab.keras against Keras 3 on TensorFlow 2.21's recorded results (``golden/keras.json``), without
+"""mirrorlab.tf.keras against Keras 3 on TensorFlow 2.21's recorded results (``golden/keras.json``), without
 TensorFlow: losses (reductions, weights, dtypes, distribution scaling), metrics and ``fit`` on 2 replicas give
 TF's values, shapes and errors. Re-record with record_keras_golden.py."""
 

@@ -1,4 +1,4 @@
-"""mirrorlab.data against TensorFlow 2.21's recorded pipeline results (``golden/pipelines.json``), without
+"""mirrorlab.tf.data against TensorFlow 2.21's recorded pipeline results (``golden/pipelines.json``), without
 TensorFlow: the same random pipelines (pipeline_cases.py) give the same elements, in the same order, on every
 iteration (seeded shuffles included), and the same cardinality. Re-record with record_pipeline_golden.py."""
 
