@@ -91,9 +91,8 @@ class LazyArray:
     def __radd__(self, other: Any) -> "LazyArray":
         return Add(lift(other), lift(self))
 
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, out: tuple | None = None, **kwargs: Any) -> Any:
         """``np.add(a, b)`` and ``np.add(a, b, out=view of a Filled array)`` (``ndarray + lazy`` comes here too)."""
-        out = kwargs.pop("out", None)
         if ufunc is not np.add or method != "__call__" or len(inputs) != 2 or kwargs:
             raise NeedsData(f"numpy.{ufunc.__name__}.{method}")
         total = Add(lift(inputs[0]), lift(inputs[1]))
@@ -240,10 +239,10 @@ class Placeholder(Alias):
 
 
 class Filled(Alias):
-    """A 1-D array an algorithm allocated and fills slice by slice. A write records what a slice holds from then on;
-    reading a view (an operand, a message, ``lift``) takes what it holds at that moment; once the algorithm has
-    returned, ``seal`` binds the whole array to what its slices hold. A written slice may be written again only as a
-    whole (``np.add(acc, x, out=acc)``) and a slice is read only once written: anything else needs data."""
+    """A 1-D array an algorithm allocated and fills slice by slice, each element once (as the pipelined ring fills
+    its result). A write records what a slice holds; reading a view (an operand, a message, ``lift``) takes what the
+    written slices hold; once the algorithm has returned, ``seal`` binds the whole array to them. Writing an element
+    twice, or reading one not written yet, needs data."""
 
     __slots__ = ("_starts", "_slices")
 
@@ -257,18 +256,13 @@ class Filled(Alias):
         _write(self[key], lift(value))
 
     def write(self, start: int, stop: int, value: LazyArray) -> None:
-        """Elements ``[start, stop)`` hold ``value`` from now on."""
+        """Elements ``[start, stop)``, none written yet, hold ``value``."""
         if start == stop:
             return
-        written = self._slices.get(start)
-        if written is None:
-            i = bisect.bisect(self._starts, start)
-            if (i and self._slices[self._starts[i - 1]][0] > start) or (
-                    i < len(self._starts) and self._starts[i] < stop):
-                raise NeedsData("writing part of a slice already written")
-            self._starts.insert(i, start)
-        elif written[0] != stop:
-            raise NeedsData("writing part of a slice already written")
+        i = bisect.bisect(self._starts, start)
+        if (i and self._slices[self._starts[i - 1]][0] > start) or (i < len(self._starts) and self._starts[i] < stop):
+            raise NeedsData("writing elements already written")
+        self._starts.insert(i, start)
         self._slices[start] = (stop, value)
 
     def read(self, start: int, stop: int) -> LazyArray:
@@ -333,16 +327,19 @@ class _View(LazyArray):
 class Slice(_View):
     """``base[key]`` along the first axis (step 1)."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "_rows")
 
     def __init__(self, base: LazyArray, key: slice) -> None:
         super().__init__(base)
         self.key = key
+        self._rows: tuple[int, int] | None = None
 
     def rows(self) -> tuple[int, int]:
         """The first-axis range this slice keeps, ``[start, stop)``."""
-        start, stop, _ = self.key.indices(self.base.shape[0])
-        return start, max(start, stop)
+        if self._rows is None:
+            start, stop, _ = self.key.indices(self.base.shape[0])
+            self._rows = start, max(start, stop)
+        return self._rows
 
     def _find_shape(self) -> tuple:
         start, stop = self.rows()

@@ -20,17 +20,19 @@ from .communicator import Instance
 __all__ = ["allreduce_gather_reduce", "ring_order_total", "halving_doubling_order_total", "ORDERS"]
 
 
-def ring_order_total(arrays: Sequence[Any], out: Any) -> Any:
-    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, written into ``out``
-    chunk by chunk (returned)."""
+def ring_order_total(arrays: Sequence[Any]) -> Any:
+    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array."""
     n = len(arrays)
-    xp = array_module(out)
-    for c, (a, b) in enumerate(chunk_bounds(out.shape[0], n)):
-        acc = out[a:b]
+    xp = array_module(arrays[0])
+    total = xp.empty(arrays[0].shape, arrays[0].dtype)
+    for c, (a, b) in enumerate(chunk_bounds(arrays[0].shape[0], n)):
+        if a == b:  # fewer elements than ranks: nothing to add
+            continue
+        acc = total[a:b]
         xp.add(arrays[c][a:b], arrays[(c + 1) % n][a:b], out=acc)
         for k in range(2, n):
             xp.add(acc, arrays[(c + k) % n][a:b], out=acc)
-    return out
+    return total
 
 
 def halving_doubling_order_total(arrays: Sequence[Any]) -> Any:
@@ -48,7 +50,7 @@ def halving_doubling_order_total(arrays: Sequence[Any]) -> Any:
     return partials[0]
 
 
-ORDERS = ("halving_doubling", "ring")
+ORDERS = {"ring": ring_order_total, "halving_doubling": halving_doubling_order_total}
 
 
 def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> Any:
@@ -59,6 +61,7 @@ def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> A
     n, r = inst.size, inst.rank
     if n == 1:
         return flat
+    total_in_order = ORDERS[order]
     for k in range(1, n):
         inst.send((r + k) % n, flat, step=0)
     arrays: list[Any] = [None] * n
@@ -66,6 +69,4 @@ def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> A
     for k in range(1, n):
         peer = (r - k) % n
         arrays[peer] = inst.recv(peer, step=0)
-    if order == "ring":
-        return ring_order_total(arrays, inst.empty_like(flat))
-    return halving_doubling_order_total(arrays)
+    return total_in_order(arrays)
