@@ -272,7 +272,7 @@ class Filled(Alias):
         parts: list[LazyArray] = []
         i, pos = bisect.bisect(self._starts, start) - 1, start
         while pos < stop:
-            if i < 0 or i == len(self._starts) or self._slices[self._starts[i]][0] <= pos:
+            if not 0 <= i < len(self._starts) or not self._starts[i] <= pos < self._slices[self._starts[i]][0]:
                 raise NeedsData("reading a slice of an allocated array before it was written")
             first = self._starts[i]
             last, value = self._slices[first]

@@ -211,7 +211,10 @@ def test_a_filled_array_is_written_once_per_element_and_read_only_where_written(
         filled[3:5] = np.zeros(2, np.float32)
     with pytest.raises(NeedsData, match="before it was written"):
         filled.seal()
-    filled[4:6] = np.full(2, 9, np.float32)
+    filled[5:6] = np.full(1, 9, np.float32)
+    with pytest.raises(NeedsData, match="before it was written"):
+        filled.seal()  # element 4 is missing
+    filled[4:5] = np.full(1, 9, np.float32)
     with pytest.raises(NeedsData, match="another shape or dtype"):
         filled[0:0] = np.zeros(3, np.float32)
     with pytest.raises(NeedsData, match="not one the algorithm allocated"):
