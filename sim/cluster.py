@@ -147,6 +147,7 @@ class RunResult(list):
         self.virtual_time = run.scheduler.now
         self.deadlocks = run.scheduler.deadlocks
         self.messages = run.network.messages
+        self.computed_once = run.network.meetings.computed  # collective instances not run message by message
         self.replay = run.replay_line + run.activation.fired_comment()
         self.network_losses = run.network.loss_report(run.activation.faults)
         self.randomized_faults = run.activation.summary()

@@ -20,11 +20,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mirrorlab.collective.communicator import Instance
 
-from .lazy_array import LazyArray, NeedsData, Placeholder
+from .lazy_array import Filled, NeedsData, Placeholder, lift
 from .lazy_eval import Materializer
 
 if TYPE_CHECKING:
@@ -37,21 +35,32 @@ Op = tuple[int, int, Any, bool]  # (peer, step, payload or placeholder, is a rec
 
 
 class _Recorder(Instance):
-    """An instance whose sends are recorded and whose receives return placeholders."""
+    """An instance whose sends are recorded (what they carry as it reads when sent), whose receives return
+    placeholders and whose allocated arrays are described ones, sealed when the algorithm returns."""
 
     def __init__(self, inst: Instance, ops: list[Op]) -> None:
         super().__init__(inst.comm, inst.state, inst.deadline, inst.timeout)
         self.ops = ops
+        self.filled: list[Filled] = []
 
     def send(self, peer: int, payload: Any, step: int) -> None:
-        if not isinstance(payload, (np.ndarray, LazyArray)):
-            raise NeedsData(f"sending a {type(payload).__name__}")
-        self.ops.append((peer, step, payload, False))
+        self.ops.append((peer, step, lift(payload), False))
 
     def recv(self, peer: int, step: int) -> Any:
         placeholder = Placeholder(peer, step)
         self.ops.append((peer, step, placeholder, True))
         return placeholder
+
+    def empty_like(self, like: Any) -> Any:
+        if like.ndim != 1:
+            raise NeedsData("an allocated array of more than one dimension")
+        filled = Filled(like.shape[0], like.dtype)
+        self.filled.append(filled)
+        return filled
+
+    def seal(self) -> None:
+        for filled in self.filled:
+            filled.seal()
 
 
 class _Plan:
@@ -71,10 +80,13 @@ def dry_run(inst: Instance, body: Callable[[Instance], Any]) -> tuple[list[Op], 
     """``body``'s operations and described result, or None when it needs data it cannot have yet (or fails: then
     the message-by-message run raises the same error)."""
     ops: list[Op] = []
+    recorder = _Recorder(inst, ops)
     try:
-        return ops, body(_Recorder(inst, ops))
+        result = body(recorder)
+        recorder.seal()
     except (Exception, NeedsData):
         return None
+    return ops, result
 
 
 class _Meeting:
@@ -128,6 +140,7 @@ class Meetings:
     def __init__(self, network: "SimNetwork") -> None:
         self.network = network
         self._open: dict[tuple[int, int], _Meeting] = {}
+        self.computed = 0  # collective instances computed once for all their members so far (the rest: per message)
 
     def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any]) -> Any:
         """Run ``body`` (this member's collective) together with the other members, or message by message."""
@@ -151,6 +164,7 @@ class Meetings:
         if not self._compute(meeting):
             self._fall_back(meeting, plan)
             return body(inst)
+        self.computed += 1
         for other in meeting.plans.values():
             if other is not plan:
                 self.network.scheduler.wake(other.thread)

@@ -18,7 +18,7 @@ import numpy as np
 
 from mirrorlab.tensor import immutable
 
-from .lazy_array import Concat, LazyArray, Leaf, Placeholder, Reshape, Slice, bottom_up, view_base
+from .lazy_array import Alias, Concat, LazyArray, Leaf, Reshape, Slice, bottom_up, view_base
 
 __all__ = ["FusedSums"]
 
@@ -130,7 +130,7 @@ class FusedSums:
     def _node_runs(self, node: LazyArray) -> list[Run]:
         if isinstance(node, Leaf):
             return self._leaf_runs(node.value)
-        if isinstance(node, Placeholder):
+        if isinstance(node, Alias):  # a matched placeholder, a sealed filled array
             return self._runs[id(node.bound)][1]
         if isinstance(node, Reshape):
             return self._runs[id(node.base)][1]

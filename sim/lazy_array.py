@@ -1,22 +1,25 @@
 """Arrays described by how they are computed, not by their bytes: what a collective algorithm's messages carry
 when the simulator runs every rank's algorithm ahead of time (``collective_batch``).
 
-A ``Placeholder`` stands for a message not yet matched with its send; ``Add``, ``Slice``, ``Reshape`` and
-``Concat`` record the algorithm's own operations, in its own operand order, so evaluating them later
-(``lazy_eval``) repeats exactly the sums the algorithm would have done. Anything else an algorithm asks of such an
-array (its bytes, a comparison, another NumPy function) raises ``NeedsData``: the simulator then runs that
-collective message by message, as before.
+A ``Placeholder`` stands for a message not yet matched with its send; ``Add`` (``+`` or ``np.add``), ``Slice``,
+``Reshape`` and ``Concat`` record the algorithm's own operations, in its own operand order, so evaluating them later
+(``lazy_eval``) repeats exactly the sums the algorithm would have done. A ``Filled`` array is one the algorithm
+allocated (``Instance.empty_like``) and writes into (``np.add(..., out=)``, ``out[a:b] = ...``). Anything else an
+algorithm asks of such an array (its bytes, a comparison, another NumPy function) raises ``NeedsData``: the
+simulator then runs that collective message by message, as before.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NeedsData", "LazyArray", "Leaf", "Placeholder", "Add", "Slice", "Reshape", "Concat", "lift", "bottom_up", "view_base"]
+__all__ = ["NeedsData", "LazyArray", "Leaf", "Alias", "Placeholder", "Filled", "Add", "Slice", "Reshape", "Concat",
+           "lift", "bottom_up", "view_base"]
 
 
 class NeedsData(BaseException):
@@ -28,7 +31,6 @@ class LazyArray:
     """A described array: shape and dtype on demand, the operations collective algorithms use, nothing else."""
 
     __slots__ = ("value", "_shape", "_dtype")
-    __array_ufunc__ = None  # ``ndarray + lazy`` defers to ``lazy.__radd__``
 
     def __init__(self) -> None:
         self.value: Any = None  # the evaluated array, once ``lazy_eval`` computed it
@@ -84,10 +86,21 @@ class LazyArray:
         return Reshape(self, tuple(int(d) for d in shape))
 
     def __add__(self, other: Any) -> "LazyArray":
-        return Add(self, lift(other))
+        return Add(lift(self), lift(other))
 
     def __radd__(self, other: Any) -> "LazyArray":
-        return Add(lift(other), self)
+        return Add(lift(other), lift(self))
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, out: tuple | None = None, **kwargs: Any) -> Any:
+        """``np.add(a, b)`` and ``np.add(a, b, out=view of a Filled array)`` (``ndarray + lazy`` comes here too)."""
+        if ufunc is not np.add or method != "__call__" or len(inputs) != 2 or kwargs:
+            raise NeedsData(f"numpy.{ufunc.__name__}.{method}")
+        total = Add(lift(inputs[0]), lift(inputs[1]))
+        if out is None:
+            return total
+        (target,) = out
+        _write(target, total)
+        return target
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         if func is np.concatenate and set(kwargs) <= {"axis"} and len(args) <= 2:
@@ -107,9 +120,15 @@ class LazyArray:
 
 
 def lift(value: Any) -> LazyArray:
-    """``value`` as a described array: itself, or a ``Leaf`` around a NumPy array (anything else needs data)."""
+    """``value`` as a described array read now: itself (what a view of a ``Filled`` array holds now), or a ``Leaf``
+    around a NumPy array (anything else needs data)."""
     if isinstance(value, LazyArray):
-        return value
+        filled = _filled_under(value)
+        if filled is None or filled.bound is not None:
+            return value
+        _, start = view_base(value)
+        held = filled.read(start, start + value.size)
+        return held if value.ndim == 1 else Reshape(held, value.shape)
     if isinstance(value, np.ndarray):
         return Leaf(value)
     raise NeedsData(f"a {type(value).__name__} operand")
@@ -133,14 +152,37 @@ def bottom_up(root: LazyArray, known: Callable[[LazyArray], bool], compute: Call
 
 
 def view_base(node: LazyArray) -> tuple[LazyArray, int]:
-    """The array ``node`` views (through slices, reshapes and matched placeholders) and the flat position where
-    ``node``'s elements start in it."""
+    """The array ``node`` views (through slices, reshapes and bound aliases: matched placeholders, sealed filled
+    arrays) and the flat position where ``node``'s elements start in it."""
     start = 0
-    while isinstance(node, (Slice, Reshape, Placeholder)):
+    while isinstance(node, _View) or (isinstance(node, Alias) and node.bound is not None):
         if isinstance(node, Slice):
             start += node.rows()[0] * math.prod(node.base.shape[1:])
-        node = node.bound if isinstance(node, Placeholder) else node.base
+        node = node.base if isinstance(node, _View) else node.bound
     return node, start
+
+
+def _filled_under(node: LazyArray) -> "Filled | None":
+    """The ``Filled`` array ``node`` is a view of (through slices and reshapes), if any."""
+    while isinstance(node, _View):
+        node = node.base
+    return node if isinstance(node, Filled) else None
+
+
+def _write(target: Any, value: LazyArray) -> None:
+    """Record ``target[...] = value`` where ``target`` is a 1-D view of a ``Filled`` array being filled; any other
+    target (a real array's bytes), or a value of another shape or dtype (a broadcast, a cast), needs data."""
+    filled = _filled_under(target) if isinstance(target, LazyArray) else None
+    if filled is None or filled.bound is not None or target.ndim != 1:
+        raise NeedsData("writing into an array that is not one the algorithm allocated")
+    try:
+        other = value.shape != target.shape or value.dtype != filled.dtype
+    except NeedsData:  # a message not matched yet: its shape and dtype are its sender's, found when matched
+        other = False
+    if other:
+        raise NeedsData("writing an array of another shape or dtype (a broadcast or a cast)")
+    _, start = view_base(target)
+    filled.write(start, start + target.size, value)
 
 
 class Leaf(LazyArray):
@@ -159,22 +201,31 @@ class Leaf(LazyArray):
         return self.value.dtype
 
 
-class Placeholder(LazyArray):
+class Alias(LazyArray):
+    """An array that stands for another described array, ``bound``, once that one is known."""
+
+    __slots__ = ("bound",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound: LazyArray | None = None
+
+    def inputs(self) -> tuple[LazyArray, ...]:
+        return (self.bound,)
+
+
+class Placeholder(Alias):
     """What a receive returns before it is matched: the message from ``peer`` at algorithm step ``step``."""
 
-    __slots__ = ("peer", "step", "bound")
+    __slots__ = ("peer", "step")
 
     def __init__(self, peer: int, step: int) -> None:
         super().__init__()
         self.peer = peer
         self.step = step
-        self.bound: LazyArray | None = None
 
     def bind(self, payload: Any) -> None:
         self.bound = lift(payload)
-
-    def inputs(self) -> tuple[LazyArray, ...]:
-        return (self.bound,)
 
     def _find_shape(self) -> tuple:
         if self.bound is None:
@@ -185,6 +236,54 @@ class Placeholder(LazyArray):
         if self.bound is None:
             raise NeedsData(f"the dtype of the message from worker {self.peer}")
         return self.bound.dtype
+
+
+class Filled(Alias):
+    """A 1-D array an algorithm allocated and fills slice by slice, each element once (as the pipelined ring fills
+    its result). A write records what a slice holds; reading a view (an operand, a message, ``lift``) takes what the
+    written slices hold; once the algorithm has returned, ``seal`` binds the whole array to them. Writing an element
+    twice, or reading one not written yet, needs data."""
+
+    __slots__ = ("_starts", "_slices")
+
+    def __init__(self, length: int, dtype: np.dtype) -> None:
+        super().__init__()
+        self._shape, self._dtype = (length,), np.dtype(dtype)
+        self._starts: list[int] = []  # where the written slices start, sorted
+        self._slices: dict[int, tuple[int, LazyArray]] = {}  # start -> (stop, what the slice holds)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _write(self[key], lift(value))
+
+    def write(self, start: int, stop: int, value: LazyArray) -> None:
+        """Elements ``[start, stop)``, none written yet, hold ``value``."""
+        if start == stop:
+            return
+        i = bisect.bisect(self._starts, start)
+        if (i and self._slices[self._starts[i - 1]][0] > start) or (i < len(self._starts) and self._starts[i] < stop):
+            raise NeedsData("writing elements already written")
+        self._starts.insert(i, start)
+        self._slices[start] = (stop, value)
+
+    def read(self, start: int, stop: int) -> LazyArray:
+        """What elements ``[start, stop)`` hold now."""
+        if start == stop:
+            return Leaf(np.empty(0, self.dtype))
+        parts: list[LazyArray] = []
+        i, pos = bisect.bisect(self._starts, start) - 1, start
+        while pos < stop:
+            if not 0 <= i < len(self._starts) or not self._starts[i] <= pos < self._slices[self._starts[i]][0]:
+                raise NeedsData("reading a slice of an allocated array before it was written")
+            first = self._starts[i]
+            last, value = self._slices[first]
+            end = min(last, stop)
+            parts.append(value if (first, last) == (pos, end) else Slice(value, slice(pos - first, end - first)))
+            i, pos = i + 1, end
+        return parts[0] if len(parts) == 1 else Concat(parts)
+
+    def seal(self) -> None:
+        """The algorithm has returned: this array is what its slices hold (needs data if one was never written)."""
+        self.bound = self.read(0, self._shape[0])
 
 
 class Add(LazyArray):
@@ -228,16 +327,19 @@ class _View(LazyArray):
 class Slice(_View):
     """``base[key]`` along the first axis (step 1)."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "_rows")
 
     def __init__(self, base: LazyArray, key: slice) -> None:
         super().__init__(base)
         self.key = key
+        self._rows: tuple[int, int] | None = None
 
     def rows(self) -> tuple[int, int]:
         """The first-axis range this slice keeps, ``[start, stop)``."""
-        start, stop, _ = self.key.indices(self.base.shape[0])
-        return start, max(start, stop)
+        if self._rows is None:
+            start, stop, _ = self.key.indices(self.base.shape[0])
+            self._rows = start, max(start, stop)
+        return self._rows
 
     def _find_shape(self) -> tuple:
         start, stop = self.rows()

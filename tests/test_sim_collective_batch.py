@@ -3,6 +3,7 @@ path computes, one shared result array for large ones, and the message-by-messag
 
 from __future__ import annotations
 
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,11 +11,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mirrorlab.tf as tf
+from mirrorlab.collective.algorithm_choice import PIPELINED_RING_FROM_BYTES
+from mirrorlab.collective.allreduce_gather_reduce import allreduce_gather_reduce
 from mirrorlab.collective.allreduce_ring import allreduce_ring
+from mirrorlab.collective.allreduce_ring_pipelined import allreduce_ring_pipelined
+from mirrorlab.collective.message import Fingerprint
 from mirrorlab.sim import SimCluster
 from mirrorlab.sim.collective_batch import dry_run
-from mirrorlab.sim.lazy_array import NeedsData, Placeholder
+from mirrorlab.sim.lazy_array import Filled, Leaf, NeedsData, Placeholder
 from mirrorlab.sim.lazy_eval import FUSE_FROM
+from mirrorlab.tensor import frozen
 
 IMPLEMENTATIONS = tf.distribute.experimental.CommunicationImplementation
 
@@ -117,3 +123,103 @@ def test_an_algorithm_that_needs_the_bytes_of_a_message_runs_message_by_message(
         return received if float(received.sum()) > 0 else None
 
     assert dry_run(_Inst(1, 2), body) is None
+
+
+def _algorithms(segment_bytes: int) -> dict:
+    """The algorithms ``algorithm_choice`` picks besides the ring and halving-doubling, and whether the simulator
+    computes them once: gather-reduce in ring order adds into an array it allocated with NumPy, so it runs message by
+    message (docs/simulator-speed.md says why); the others are batched."""
+    return {"pipelined ring": (partial(allreduce_ring_pipelined, segment_bytes=segment_bytes), True),
+            "gather-reduce, halving-doubling order": (partial(allreduce_gather_reduce, order="halving_doubling"), True),
+            "gather-reduce, ring order": (partial(allreduce_gather_reduce, order="ring"), False)}
+
+
+def _each_algorithm(dtype: str, lengths: list[int], segment_bytes: int):
+    """A program running every algorithm of ``_algorithms`` on each length through ``Instance.run`` (where the
+    simulator batches); it returns every result's bytes."""
+
+    def program() -> list[bytes]:
+        comm = tf.distribute.MultiWorkerMirroredStrategy().extended._group.comm
+        out = []
+        for length in lengths:
+            x = frozen((np.random.default_rng([comm.rank, length]).standard_normal(length) * 1e4).astype(dtype))
+            for name, (algorithm, _) in _algorithms(segment_bytes).items():
+                inst = comm.start(Fingerprint("all_reduce", dtype, (length,), name), "test", None)
+                out.append(np.asarray(inst.run(lambda i: algorithm(i, x))).tobytes())
+                inst.done()
+        return out
+
+    return program
+
+
+@settings(max_examples=20, deadline=None)
+@given(workers=st.integers(2, 9), dtype=st.sampled_from(["float32", "float64", "int32"]),
+       lengths=st.lists(st.integers(0, 700), min_size=1, max_size=3),
+       segment_bytes=st.sampled_from([4, 12, 64, 1 << 20]))
+def test_pipelined_ring_and_gather_reduce_batched_are_bit_identical_to_message_by_message(workers, dtype, lengths,
+                                                                                          segment_bytes):
+    program = _each_algorithm(dtype, lengths, segment_bytes)
+    batched = SimCluster(workers=workers).run(program)
+    reference = SimCluster(workers=workers, latency=1e-6).run(program)
+    assert (batched.values(), batched.messages) == (reference.values(), reference.messages)
+    start_up = SimCluster(workers=workers).run(_each_algorithm(dtype, [], segment_bytes)).computed_once
+    batchable = sum(batch for _, batch in _algorithms(segment_bytes).values())
+    assert batched.computed_once - start_up == batchable * len(lengths)
+    assert reference.computed_once == 0
+
+
+@pytest.mark.parametrize("workers,size,expected,computed", [
+    (2, PIPELINED_RING_FROM_BYTES // 4 + 5, "pipelined_ring", 1),
+    (8, PIPELINED_RING_FROM_BYTES // 4 + 5, "pipelined_ring", 1),
+    (10, 4, "gather_reduce(halving_doubling order)", 1),
+    (8, 4, "gather_reduce(ring order)", 0),
+])
+def test_the_strategy_computes_the_pipelined_ring_once_on_an_instant_network(workers, size, expected, computed):
+    def program(sizes):
+        def run():
+            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+            return [strategy.reduce("sum", np.arange(n, dtype=np.float32) * (strategy.extended._rank + 1), axis=None)
+                    for n in sizes]
+        return run
+
+    batched = SimCluster(workers=workers).run(program([size]))
+    assert {e.algorithm for e in batched.trace if e.op == "all_reduce"} == {expected}
+    assert batched.computed_once - SimCluster(workers=workers).run(program([])).computed_once == computed
+    reference = SimCluster(workers=workers, latency=1e-6).run(program([size])).values()
+    assert [got[0].tobytes() for got in batched.values()] == [want[0].tobytes() for want in reference]
+    if expected == "pipelined_ring":  # one result array, shared by every worker
+        assert all(np.shares_memory(batched[0][0], other[0]) for other in batched[1:])
+
+
+def test_a_dry_run_of_the_pipelined_ring_describes_what_it_writes_into_its_result():
+    x = np.arange(6, dtype=np.float32)
+    ops, result = dry_run(_Inst(1, 3), lambda inst: allreduce_ring_pipelined(inst, x, segment_bytes=4))
+    assert [(peer, is_recv) for peer, _, _, is_recv in ops][:4] == [(2, False), (2, False), (0, True), (2, False)]
+    assert isinstance(result, Filled) and result.bound is not None  # sealed: every element written
+    sent = [obj for _, _, obj, is_recv in ops if not is_recv]
+    assert not any(isinstance(obj, Filled) for obj in sent)  # what a slice held when sent, not the array
+
+
+def test_gather_reduce_in_ring_order_adds_into_a_numpy_array_so_it_runs_message_by_message():
+    assert dry_run(_Inst(1, 2), lambda inst: allreduce_gather_reduce(inst, np.ones(4, np.float32))) is None
+
+
+def test_a_filled_array_is_written_once_per_element_and_read_only_where_written():
+    filled = Filled(6, np.float32)
+    filled[0:4] = np.arange(4, dtype=np.float32)
+    with pytest.raises(NeedsData, match="already written"):
+        filled[3:5] = np.zeros(2, np.float32)
+    with pytest.raises(NeedsData, match="before it was written"):
+        filled.seal()
+    filled[5:6] = np.full(1, 9, np.float32)
+    with pytest.raises(NeedsData, match="before it was written"):
+        filled.seal()  # element 4 is missing
+    filled[4:5] = np.full(1, 9, np.float32)
+    with pytest.raises(NeedsData, match="another shape or dtype"):
+        filled[0:0] = np.zeros(3, np.float32)
+    with pytest.raises(NeedsData, match="not one the algorithm allocated"):
+        np.add(Leaf(np.ones(2, np.float32)), np.ones(2, np.float32), out=np.empty(2, np.float32))
+    filled.seal()
+    from mirrorlab.sim.lazy_eval import replay
+    assert replay(filled).tolist() == [0, 1, 2, 3, 9, 9]
+    assert replay(filled[2:5] + np.ones(3, np.float32)).tolist() == [3, 4, 10]

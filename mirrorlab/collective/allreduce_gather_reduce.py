@@ -26,6 +26,8 @@ def ring_order_total(arrays: Sequence[Any]) -> Any:
     xp = array_module(arrays[0])
     total = xp.empty(arrays[0].shape, arrays[0].dtype)
     for c, (a, b) in enumerate(chunk_bounds(arrays[0].shape[0], n)):
+        if a == b:  # fewer elements than ranks: nothing to add
+            continue
         acc = total[a:b]
         xp.add(arrays[c][a:b], arrays[(c + 1) % n][a:b], out=acc)
         for k in range(2, n):

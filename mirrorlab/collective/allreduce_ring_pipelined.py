@@ -36,7 +36,7 @@ def allreduce_ring_pipelined(inst: Instance, flat: Any, segment_bytes: int = SEG
     if n == 1:
         return flat
     xp = array_module(flat)
-    out = xp.empty(flat.shape, flat.dtype)
+    out = inst.empty_like(flat)
     segments = [segment_bounds(a, b, flat.itemsize, segment_bytes) for a, b in chunk_bounds(flat.shape[0], n)]
     per_step = max(len(s) for s in segments)
     right, left = (r + 1) % n, (r - 1) % n

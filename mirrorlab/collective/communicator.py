@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors
+from ..tensor import array_module
 from .message import Fingerprint, Header, Message
 from .request_kind import current_kind
 from .transport import Transport
@@ -121,6 +122,11 @@ class Instance:
         """``body(self)``: the algorithm of this instance, run through the transport's ``execute``."""
         transport = self.comm.transport
         return body(self) if transport is None else transport.execute(self, body)
+
+    def empty_like(self, like: Any) -> Any:
+        """A new, uninitialized array of ``like``'s shape and dtype (NumPy or CuPy, as ``like``), for an algorithm to
+        write its result into; the simulator's dry run describes it instead (``sim/collective_batch.py``)."""
+        return array_module(like).empty(like.shape, like.dtype)
 
     def send(self, peer: int, payload: Any, step: int) -> None:
         header = Header(self.state.seq, self.state.fingerprint, step, self.comm.rank, self.state.site,
