@@ -258,3 +258,24 @@ def test_a_failed_run_carries_the_trace_analysis_coded_finding():
     assert "ML-TRC-001" in notes and "Fix:" in notes
     assert "ML-TRC-001" in result.report()
     assert SimCluster(workers=2, seed=0).run(lambda: None).findings == []
+
+
+def test_a_peer_timeout_reaches_the_others_as_passed_on_not_as_their_own_wait():
+    """Worker 0 (timeout 5 s) times out waiting for worker 2; worker 1 (timeout 50 s) is told at 5 s and must not
+    claim it waited its own 50 s."""
+
+    def program() -> object:
+        task = tf.distribute.cluster_resolver.TFConfigClusterResolver().task_id
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=5.0 if task == 0 else 50.0)
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        if task == 2:
+            clock.sleep(100)
+        return strategy.reduce("sum", tf.constant([1.0]), axis=None)
+
+    first, second, late = SimCluster(workers=3).run(program)
+    assert isinstance(first, errors.DeadlineExceededError) and "worker 0 (/job:worker/replica:0/task:0) waited 5.0 s" \
+        in str(first)
+    for passed_on in (second, late):
+        assert isinstance(passed_on, errors.DeadlineExceededError), passed_on
+        assert str(passed_on).startswith("Collective ops is aborted by: Collective has timed out"), passed_on
+        assert "waited 5.0 s" in str(passed_on) and "waited 50.0 s" not in str(passed_on)

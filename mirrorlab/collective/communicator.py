@@ -140,6 +140,8 @@ class Instance:
         except errors.DeadlockError as exc:
             raise self.comm.fail(exc) from None
         except errors.DeadlineExceededError as exc:
+            if self.comm.error is not None:
+                raise  # a peer's timeout passed on: its own words (and, on real workers, the diagnosis)
             raise self.comm.fail(errors.DeadlineExceededError(
                 "Collective has timed out during execution.\n"
                 f"{self.comm.worker_label(self.rank)} waited {self.timeout} s in {self.state.describe()} "
