@@ -57,13 +57,13 @@ class Scheduler:
 
     ``watchdog``: wall-clock seconds the baton holder may stand still (with every other thread) before it is
     given up as hung: ``on_hang(thread, seconds)`` is told, and the other threads go on (None: wait forever).
-    ``on_idle()`` is asked, whenever no thread is runnable, before the clock moves or a deadlock is declared,
-    whether it made threads runnable (the network's waiting collectives fall back to messages then)."""
+    ``on_idle`` (set once the network exists, which needs this scheduler) is asked, whenever no thread is runnable,
+    before the clock moves or a deadlock is declared, whether it made threads runnable (the network's waiting
+    collectives fall back to messages then)."""
 
     def __init__(self, seed: int, on_deadlock: Callable[[list[SimThread]], BaseException] | None = None,
                  on_switch: Callable[[SimThread], None] | None = None, watchdog: float | None = None,
-                 on_hang: Callable[[SimThread, float], None] | None = None,
-                 on_idle: Callable[[], bool] | None = None) -> None:
+                 on_hang: Callable[[SimThread, float], None] | None = None) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.threads: list[SimThread] = []
@@ -77,7 +77,7 @@ class Scheduler:
         self._on_switch = on_switch
         self._watchdog = watchdog
         self._on_hang = on_hang
-        self.on_idle = on_idle
+        self.on_idle: Callable[[], bool] | None = None
         self.deadlocks = 0
 
     # -- setup ------------------------------------------------------------------------------------
