@@ -96,17 +96,13 @@ def run_stacked(strategy: "Strategy", step: Callable[[StackedReplicas], Any]) ->
     ``step`` returns."""
     strategy._require_cross_replica(CROSS_REPLICA_REQUIRED)
     ext = strategy.extended
-    ext._step += 1
-    ext._group.step = ext._step
-    ext._runtime.before_step(ext._step)
-    replicas = StackedReplicas(strategy, user_call_site())
-    replicas._next_stretch()  # (the pool's first stretch)
-    pool, ext._pool = ext._pool, _NoReplicaThreads(ext._pool.size)
-    try:
-        with context.enter(strategy, None), calls_from(replicas.site):
-            result = step(replicas)
-    finally:
-        ext._pool = pool
-    if ext._unsynced:
-        ext._record_unsynced_updates()
+    with ext._one_step():
+        replicas = StackedReplicas(strategy, user_call_site())
+        replicas._next_stretch()  # (the pool's first stretch)
+        pool, ext._pool = ext._pool, _NoReplicaThreads(ext._pool.size)
+        try:
+            with context.enter(strategy, None), calls_from(replicas.site):
+                result = step(replicas)
+        finally:
+            ext._pool = pool
     return result

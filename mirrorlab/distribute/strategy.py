@@ -222,6 +222,17 @@ class StrategyExtended(ExtendedApi):
         """Remember a replica-local update of an ON_WRITE variable with aggregation NONE (see ``run``)."""
         self._unsynced.setdefault(id(var), (var, site))
 
+    @contextmanager
+    def _one_step(self) -> Iterator[None]:
+        """``strategy.run``'s bookkeeping around one step, run per replica or stacked: count it and tell the runtime
+        (fault hooks) before; after a step that returned, trace the replica-local updates."""
+        self._step += 1
+        self._group.step = self._step
+        self._runtime.before_step(self._step)
+        yield
+        if self._unsynced:
+            self._record_unsynced_updates()
+
     def _record_unsynced_updates(self) -> None:
         """After a ``run``: trace each unsynchronized variable's copies (digests) so diagnostics can flag
         mirrors that differ, on this worker or across workers; then check them if ``check_mirrored_copies`` (TF
@@ -367,14 +378,9 @@ class Strategy:
             stacked = run_batch_safe(self, fn, args, kwargs)
             if stacked is not NOT_STACKED:
                 return stacked
-        ext._step += 1
-        ext._group.step = ext._step
-        ext._runtime.before_step(ext._step)
-
         place = ext._placement.put
-        site = user_call_site()  # (reported by replicas running only mirrorlab's code, such as Keras' steps)
 
-        def replica_fn(k: int) -> Callable[[], Any]:
+        def replica_fn(k: int, site: str) -> Callable[[], Any]:
             def call() -> Any:
                 with context.enter(self, ReplicaContext(self, k, in_run=True)), calls_from(site):
                     replica_args = place(select_replica(k, tuple(args)), k) if args else ()
@@ -382,10 +388,10 @@ class Strategy:
                     return fn(*replica_args, **replica_kwargs)
             return ext._placement.bind(k, call)
 
-        with context.enter(self, None):
-            results = ext._pool.run([replica_fn(k) for k in range(ext._pool.size)])
-        if ext._unsynced:
-            ext._record_unsynced_updates()
+        with ext._one_step():
+            site = user_call_site()  # (reported by replicas running only mirrorlab's code, such as Keras' steps)
+            with context.enter(self, None):
+                results = ext._pool.run([replica_fn(k, site) for k in range(ext._pool.size)])
         return regroup(results)
 
     # -- cross-replica reductions ---------------------------------------------------------------
