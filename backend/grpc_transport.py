@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -27,8 +28,12 @@ from mirrorlab.runtime.liveness import peer_lost_error
 
 from . import grpc_options, wire
 from .keepalive import Keepalive
+from .lane_io import LaneClosed
 from .settings import DEFAULT_KEEPALIVE
 from .tls import TlsFiles
+
+if TYPE_CHECKING:
+    from .data_lane import DataLanes
 
 __all__ = ["PeerNode", "GrpcTransport", "SERVICE", "TOKEN_KEY", "RANK_KEY"]
 
@@ -79,6 +84,7 @@ class PeerNode:
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
                                    options=[*grpc_options.server_options(), *keepalive.server_options()])
         self._client_options = [*self._channel_options, *keepalive.client_options()]
+        self.lanes: DataLanes | None = None  # set by DataLanes: large payloads then skip grpcio
 
     def label(self, rank: int) -> str:
         """``worker 1 (/job:worker/replica:0/task:1 at 127.0.0.1:4000)``."""
@@ -103,6 +109,11 @@ class PeerNode:
                 "this machine's. Fix: give this task a free port of this machine in TF_CONFIG, or stop the process "
                 "that holds it (is another worker running with the same task index?).")
         self._server.start()
+
+    @property
+    def bind_host(self) -> str:
+        """The host (name or address, without brackets) the server binds."""
+        return self._bind.rpartition(":")[0].strip("[]")
 
     @property
     def uses_tls(self) -> bool:
@@ -147,6 +158,12 @@ class PeerNode:
         """Unary call of ``name`` on ``peer``; raises ``grpc.RpcError`` as gRPC does."""
         method = self.channel(peer).unary_unary(f"/{SERVICE}/{name}")
         return method(request, timeout=timeout, metadata=self._metadata)
+
+    def send_message(self, peer: int, group: int, message: Message) -> None:
+        """Queue ``message`` of ``group`` for ``peer``: its payload on the data lane when ``lanes`` takes it, else
+        all of it on the gRPC stream; never blocks, and the payload is snapshotted."""
+        if self.lanes is None or not self.lanes.send(peer, group, message):
+            self.send_frame(peer, wire.message_parts(group, message))  # cutting pieces snapshots the payload
 
     def send_frame(self, peer: int, frame: bytes | list[wire.Buffer]) -> None:
         """Queue ``frame`` (bytes or ``wire.message_parts``) on the stream to ``peer`` (opened on first use);
@@ -215,6 +232,8 @@ class PeerNode:
     def close(self) -> None:
         """Flush the streams (bounded) and stop serving. After a normal run, say goodbye to every peer first;
         a failed worker has sent its abort instead, and waits less for peers that may be gone."""
+        if self.lanes is not None:  # payloads first: their headers come before the goodbye on the streams
+            self.lanes.drain(_FAILED_CLOSE_WAIT if ALL_GROUPS in self._aborts else _CLOSE_WAIT)
         with self._cond:
             self._closing = True
             failed = ALL_GROUPS in self._aborts
@@ -231,6 +250,8 @@ class PeerNode:
         for stream in streams:
             stream.wait(max(0.0, end - time.monotonic()))
         self._server.stop(grace=0.5).wait(2.0)
+        if self.lanes is not None:
+            self.lanes.close()
         for channel in self._channels.values():
             channel.close()
 
@@ -295,12 +316,22 @@ class _Handler(grpc.GenericRpcHandler):
             for item in frames:
                 frame = pieces.feed(item)
                 if frame is not None:
-                    node.accept(src, wire.decode(frame, node.limits))
+                    node.accept(src, self._payload(src, wire.decode(frame, node.limits)))
+        except LaneClosed as exc:
+            node.peer_lost(src, f"the data lane from it broke ({exc})")
         except wire.WireError as exc:
             text = f"{node.label(node.rank)} refused a frame from worker {src}: {exc}"
             log.warning("%s", text)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
         return b""
+
+    def _payload(self, src: int, frame: wire.Frame) -> wire.Frame:
+        """``frame``, with its payload read from ``src``'s data lane when it travelled there."""
+        if frame.layout is None:
+            return frame
+        if self.node.lanes is None:
+            raise wire.WireError("a frame says its payload follows on a data lane, and this worker has none")
+        return self.node.lanes.read(src, frame)
 
     def _unary(self, handler: Unary, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
@@ -361,7 +392,7 @@ class GrpcTransport(Transport):
         return self.node.abort_error(self.group)
 
     def send(self, dst: int, message: Message) -> None:
-        self.node.send_frame(dst, wire.message_parts(self.group, message))  # cutting pieces snapshots the payload
+        self.node.send_message(dst, self.group, message)
 
     def recv(self, src: int, deadline: float | None) -> Message:
         return self.node.recv(self.group, src, deadline)
