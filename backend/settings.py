@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .keepalive import SERVER_MIN_PING_INTERVAL_S, Keepalive
+from .lane_settings import LaneSettings
 from .tls import TlsFiles
 
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
@@ -31,8 +32,8 @@ FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
 @dataclass(frozen=True)
 class BackendSettings:
     """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
-    the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, and the
-    gRPC keepalive of every channel and server."""
+    the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, the
+    gRPC keepalive of every channel and server, and the TCP data lanes of the gRPC path (``lane_settings.py``)."""
 
     token: str
     rendezvous_timeout: float = 60.0
@@ -40,6 +41,7 @@ class BackendSettings:
     bind_host: str | None = None
     tls: TlsFiles | None = None
     keepalive: Keepalive = DEFAULT_KEEPALIVE
+    lane: LaneSettings = LaneSettings()
 
     @staticmethod
     def from_environ(environ: Mapping[str, str] = os.environ) -> "BackendSettings":
@@ -57,7 +59,8 @@ class BackendSettings:
                              f"'too_many_pings'. Fix: set {KEEPALIVE_TIME_VAR} to at least "
                              f"{SERVER_MIN_PING_INTERVAL_S:g}, or unset it (the default is 0.4 x {HEARTBEAT_VAR}).")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
-                               environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive)
+                               environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive,
+                               LaneSettings.from_environ(environ))
 
 
 def seconds_setting(environ: Mapping[str, str], name: str, default: float) -> float:
