@@ -1,12 +1,13 @@
-"""TCP data lanes beside the gRPC server: the bytes of large payloads between two workers skip grpcio.
+"""TCP data lanes beside the gRPC server: the messages between two workers skip grpcio.
 
 Each worker listens on one more TCP port, on the host its gRPC server binds, and announces it through the
 unary ``LanePort`` method of its (token-checked) gRPC server. After the rendezvous, ``open`` connects one lane
 to every peer (the ordered pair me -> peer) and authenticates it (``lane_auth.py``; with TLS, inside mutual TLS).
-A message of at least ``min_bytes`` then goes as a frame on the gRPC stream that carries its header, dtype,
-shape and payload length, and as raw payload bytes on the lane, queued in the same order under one lock; the
-receiving stream handler reads exactly that many bytes from the lane into the array's buffer, in header order,
-so each pair stays FIFO. A lane that breaks fails the node as a broken gRPC stream does (``PeerNode.peer_lost``).
+Every message to that peer then travels on its lane, and so does the goodbye, so the pair stays FIFO: a frame
+carrying the header, dtype, shape and payload length (``wire.lane_parts``, checked against ``WireLimits`` before
+anything is allocated) followed by the raw payload, read by the receiver straight into the array's buffer. gRPC
+keeps the rendezvous, heartbeats and abort notices. A lane that breaks fails the node as a broken gRPC stream
+does (``PeerNode.peer_lost``), so a dead peer never leaves a waiter blocked.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import grpc
 import numpy as np
 
 from mirrorlab.tensor import immutable
@@ -29,26 +31,24 @@ from .grpc_transport import PeerNode
 from .keepalive import Keepalive
 from .lane_auth import LaneAuthError, answer_challenge, challenge
 from .lane_io import LaneClosed, recv_into_all, send_all, tune
-from .lane_settings import LaneSettings
 from .settings import DEFAULT_KEEPALIVE
 
 __all__ = ["DataLanes", "LANE_PORT_METHOD"]
 
 LANE_PORT_METHOD = "LanePort"
 HANDSHAKE_TIMEOUT_S = 5.0
-_INBOUND_WAIT_S = 10.0  # longest wait for a peer's lane to be registered once a frame says bytes follow on it
 _DRAIN_SLICE = 0.05
 
 log = logging.getLogger("mirrorlab.backend")
 
 
 class DataLanes:
-    """This worker's data lanes on ``node`` (create before ``node.start()``, ``open`` after the rendezvous)."""
+    """This worker's data lanes on ``node`` (create before ``node.start()``, ``open`` after the rendezvous);
+    ``tls``: the (listening, connecting) contexts of mutual TLS (``lane_tls.py``)."""
 
-    def __init__(self, node: PeerNode, token: str, settings: LaneSettings = LaneSettings(),
-                 keepalive: Keepalive = DEFAULT_KEEPALIVE, tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None):
+    def __init__(self, node: PeerNode, token: str, keepalive: Keepalive = DEFAULT_KEEPALIVE,
+                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None) -> None:
         self.node = node
-        self.settings = settings
         self._token = token
         self._keepalive = keepalive
         self._server_tls, self._client_tls = tls or (None, None)
@@ -76,21 +76,35 @@ class DataLanes:
     def open(self, timeout: float) -> list[int]:
         """Connect and authenticate a lane to every peer within ``timeout`` seconds; the peers it could not
         reach keep every byte on gRPC (logged). Returns the peers with a lane."""
-        node = self.node
+        node, end = self.node, time.monotonic() + timeout
         for peer in range(node.size):
             if peer == node.rank:
                 continue
             try:
-                self._connect(peer, timeout)
-            except (OSError, ValueError, KeyError) as exc:
+                self._connect(peer, end)
+            except (OSError, ValueError, KeyError, grpc.RpcError) as exc:
                 log.warning("%s: no data lane to %s (%s); its messages stay on gRPC", node.label(node.rank),
                             node.label(peer), exc)
         return self.peers
 
-    def _connect(self, peer: int, timeout: float) -> None:
+    def _lane_port(self, peer: int, end: float) -> int:
+        """``peer``'s lane port, asked over gRPC until it answers (it may still be starting) or ``end`` passes."""
+        while True:
+            try:
+                slice_s = max(0.05, min(1.0, end - time.monotonic()))
+                reply = self.node.call(peer, LANE_PORT_METHOD, b"", timeout=slice_s)
+                return int(json.loads(reply.decode("utf-8"))["port"])
+            except grpc.RpcError as exc:
+                code = exc.code() if isinstance(exc, grpc.Call) else None
+                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) \
+                        or time.monotonic() >= end:
+                    raise
+            time.sleep(0.1)
+
+    def _connect(self, peer: int, end: float) -> None:
         node = self.node
-        reply = json.loads(node.call(peer, LANE_PORT_METHOD, b"", timeout=timeout).decode("utf-8"))
-        port = int(reply["port"])
+        port = self._lane_port(peer, end)
+        timeout = max(0.05, end - time.monotonic())
         host = node.addresses[peer].rpartition(":")[0].strip("[]")
         sock = socket.create_connection((host, port), timeout=timeout)
         try:
@@ -129,37 +143,58 @@ class DataLanes:
             sock.close()
             return
         with self._cond:
-            old = self._incoming.get(src)
+            if src in self._incoming or self._stopping:
+                log.warning("%s refused a second data lane from worker %d", node.label(node.rank), src)
+                sock.close()
+                return
             self._incoming[src] = sock
-            self._cond.notify_all()
-        if old is not None:
-            old.close()
+        self._read(src, sock)
 
     # -- sending and receiving -----------------------------------------------------------------------
 
     def send(self, peer: int, group: int, message: wire.Message) -> bool:
-        """Send ``message`` to ``peer`` with its payload on the lane; False (nothing sent) when it is smaller than
-        ``min_bytes`` or there is no lane to ``peer``."""
+        """Queue ``message`` of ``group`` on the lane to ``peer``; False (nothing queued) when there is none."""
         lane = self._outgoing.get(peer)
-        if lane is None or np.asarray(message.payload).nbytes < self.settings.min_bytes:
+        if lane is None:
             return False
-        head, payload = wire.lane_parts(group, message)
-        lane.put(head, payload)
+        lane.put(*wire.lane_parts(group, message))
         return True
 
-    def read(self, src: int, frame: wire.Frame) -> wire.Frame:
-        """``frame`` (its payload on the lane) with the payload read from ``src``'s lane; ``LaneClosed`` when
-        that lane ends first or never opens."""
-        end = time.monotonic() + _INBOUND_WAIT_S
-        with self._cond:
-            while (sock := self._incoming.get(src)) is None:
-                if self._stopping or time.monotonic() >= end:
-                    raise LaneClosed(f"a frame says {frame.lane_bytes} bytes follow on its data lane, which is "
-                                     "not open")
-                self._cond.wait(0.1)
-        buffer = np.empty(frame.lane_bytes, np.uint8)
-        recv_into_all(sock, memoryview(buffer), lambda: self._stopping)
-        return wire.with_lane_payload(frame, buffer)
+    def say_bye(self, peer: int) -> bool:
+        """Queue the goodbye on the lane to ``peer``, after every message; False when there is none."""
+        lane = self._outgoing.get(peer)
+        if lane is None:
+            return False
+        lane.put(wire.encode_bye(), np.empty(0, np.uint8))
+        return True
+
+    def _read(self, src: int, sock: socket.socket) -> None:
+        """File every frame from ``src``'s lane with the node until its goodbye; a lane that ends or sends a
+        malformed frame first fails the node, naming ``src``."""
+        node, stop = self.node, lambda: self._stopping
+        try:
+            while True:
+                prefix = bytearray(wire.PREFIX_BYTES)
+                recv_into_all(sock, memoryview(prefix), stop)
+                head = bytearray(wire.PREFIX_BYTES + wire.header_length(prefix, node.limits))
+                head[:wire.PREFIX_BYTES] = prefix
+                recv_into_all(sock, memoryview(head)[wire.PREFIX_BYTES:], stop)
+                frame = wire.decode(head, node.limits)
+                if frame.layout is not None:
+                    payload = np.empty(frame.lane_bytes, np.uint8)
+                    recv_into_all(sock, memoryview(payload), stop)
+                    frame = wire.with_lane_payload(frame, payload)
+                node.accept(src, frame)
+                if frame.kind == "bye":
+                    return
+        except LaneClosed as exc:
+            if not self._stopping:
+                node.peer_lost(src, f"the data lane from it broke ({exc})")
+        except wire.WireError as exc:
+            log.warning("%s refused a frame from worker %d on its data lane: %s", node.label(node.rank), src, exc)
+            node.peer_lost(src, f"it sent a malformed frame on its data lane ({exc})")
+        finally:
+            sock.close()
 
     def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until every queued payload has been written."""
@@ -188,21 +223,18 @@ class _OutLane:
         self.lanes = lanes
         self.peer = peer
         self.sock = sock
-        self._order = threading.Lock()  # a header and its payload are queued together
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._pending = 0
         self._count = threading.Lock()
         threading.Thread(target=self._write, name=f"mirrorlab-lane-{peer}", daemon=True).start()
 
     def put(self, head: bytes, payload: np.ndarray) -> None:
-        """Queue ``head`` on the gRPC stream and ``payload`` (snapshotted if still mutable) on the lane."""
+        """Queue ``head`` and ``payload`` (snapshotted if still mutable); never blocks."""
         if not immutable(payload):
             payload = payload.copy()
         with self._count:
             self._pending += 1
-        with self._order:
-            self.lanes.node.send_frame(self.peer, head)
-            self._queue.put(payload)
+        self._queue.put((head, payload))
 
     def idle(self) -> bool:
         with self._count:
@@ -213,9 +245,10 @@ class _OutLane:
 
     def _write(self) -> None:
         stop: Callable[[], bool] = lambda: self.lanes._stopping
-        while (payload := self._queue.get()) is not None:
+        while (frame := self._queue.get()) is not None:
+            head, payload = frame
             try:
-                send_all(self.sock, memoryview(payload), stop)
+                send_all(self.sock, [memoryview(head), memoryview(payload)], stop)
             except LaneClosed as exc:
                 if not self.lanes._stopping:
                     self.lanes.node.peer_lost(self.peer, f"the data lane to it broke ({exc})")

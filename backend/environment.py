@@ -1,6 +1,6 @@
 """The real backend's ``Environment``: this process is one worker of a multi-worker cluster; collectives run
-over shared memory when every worker is on this host, else over gRPC (``transport_choice.py``) with large
-payloads on TCP data lanes (``data_lane.py``), after a rendezvous over gRPC, with heartbeats and aborts over
+over shared memory when every worker is on this host, else over gRPC (``transport_choice.py``) with its
+messages on TCP data lanes (``data_lane.py``), after a rendezvous over gRPC, with heartbeats and aborts over
 gRPC watching every peer.
 
 The first ``MultiWorkerMirroredStrategy`` starts this worker's server and rendezvous; later strategies in
@@ -44,7 +44,7 @@ from .transport_choice import choose_transport
 __all__ = ["BackendEnvironment"]
 
 _TASK = re.compile(r"^/job:(\w+)/replica:0/task:(\d+)$")
-LANE_SUFFIX = "+lane"  # strategy.extended.transport_name "grpc+lane": large payloads travel on TCP data lanes
+LANE_SUFFIX = "+lane"  # strategy.extended.transport_name "grpc+lane": messages travel on TCP data lanes
 
 log = logging.getLogger("mirrorlab.backend")
 
@@ -124,9 +124,10 @@ class BackendEnvironment(LocalEnvironment):
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
         facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
         rendezvous = Rendezvous(node, facts)
-        lanes = (DataLanes(node, settings.token, settings.lane, settings.keepalive,
-                           lane_contexts(settings.tls) if settings.tls else None)
-                 if self.transport_name == "grpc" and settings.lane.enabled else None)
+        lanes = None
+        if self.transport_name == "grpc" and settings.data_lane:
+            lanes = DataLanes(node, settings.token, settings.keepalive,
+                              lane_contexts(settings.tls) if settings.tls else None)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()
@@ -138,8 +139,8 @@ class BackendEnvironment(LocalEnvironment):
         rendezvous.wait(settings.rendezvous_timeout)
         if lanes is not None:
             self._lane_peers = lanes.open(settings.rendezvous_timeout)
-            log.info("%s: collectives over gRPC; payloads of at least %d bytes on TCP data lanes to workers %s",
-                     node.label(rank), settings.lane.min_bytes, self._lane_peers)
+            log.info("%s: collectives over gRPC, their messages on TCP data lanes to workers %s", node.label(rank),
+                     self._lane_peers)
         heartbeats.start()
         self._heartbeats = heartbeats
 

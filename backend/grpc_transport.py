@@ -28,7 +28,6 @@ from mirrorlab.runtime.liveness import peer_lost_error
 
 from . import grpc_options, wire
 from .keepalive import Keepalive
-from .lane_io import LaneClosed
 from .settings import DEFAULT_KEEPALIVE
 from .tls import TlsFiles
 
@@ -160,8 +159,8 @@ class PeerNode:
         return method(request, timeout=timeout, metadata=self._metadata)
 
     def send_message(self, peer: int, group: int, message: Message) -> None:
-        """Queue ``message`` of ``group`` for ``peer``: its payload on the data lane when ``lanes`` takes it, else
-        all of it on the gRPC stream; never blocks, and the payload is snapshotted."""
+        """Queue ``message`` of ``group`` for ``peer``: on the data lane when there is one to ``peer``, else on the
+        gRPC stream; never blocks, and the payload is snapshotted."""
         if self.lanes is None or not self.lanes.send(peer, group, message):
             self.send_frame(peer, wire.message_parts(group, message))  # cutting pieces snapshots the payload
 
@@ -232,22 +231,23 @@ class PeerNode:
     def close(self) -> None:
         """Flush the streams (bounded) and stop serving. After a normal run, say goodbye to every peer first;
         a failed worker has sent its abort instead, and waits less for peers that may be gone."""
-        if self.lanes is not None:  # payloads first: their headers come before the goodbye on the streams
-            self.lanes.drain(_FAILED_CLOSE_WAIT if ALL_GROUPS in self._aborts else _CLOSE_WAIT)
         with self._cond:
             self._closing = True
             failed = ALL_GROUPS in self._aborts
+            laned = {p for p in range(self.size) if not failed and self.lanes is not None and self.lanes.say_bye(p)}
             if not failed:
                 for peer in range(self.size):
-                    if peer != self.rank and peer not in self._outgoing and peer not in self.departed:
+                    if peer not in (self.rank, *laned) and peer not in self._outgoing and peer not in self.departed:
                         self._outgoing[peer] = _Outgoing(self, peer)
-            streams = list(self._outgoing.values())
-        for stream in streams:
-            if not failed:
+            streams = {peer: stream for peer, stream in self._outgoing.items()}
+        if self.lanes is not None:  # every message and goodbye on a lane is written before it closes
+            self.lanes.drain(_FAILED_CLOSE_WAIT if failed else _CLOSE_WAIT)
+        for peer, stream in streams.items():
+            if not failed and peer not in laned:
                 stream.put(wire.encode_bye())
             stream.finish()
         end = time.monotonic() + (_FAILED_CLOSE_WAIT if failed else _CLOSE_WAIT)
-        for stream in streams:
+        for stream in streams.values():
             stream.wait(max(0.0, end - time.monotonic()))
         self._server.stop(grace=0.5).wait(2.0)
         if self.lanes is not None:
@@ -316,22 +316,12 @@ class _Handler(grpc.GenericRpcHandler):
             for item in frames:
                 frame = pieces.feed(item)
                 if frame is not None:
-                    node.accept(src, self._payload(src, wire.decode(frame, node.limits)))
-        except LaneClosed as exc:
-            node.peer_lost(src, f"the data lane from it broke ({exc})")
+                    node.accept(src, _inline(wire.decode(frame, node.limits)))
         except wire.WireError as exc:
             text = f"{node.label(node.rank)} refused a frame from worker {src}: {exc}"
             log.warning("%s", text)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
         return b""
-
-    def _payload(self, src: int, frame: wire.Frame) -> wire.Frame:
-        """``frame``, with its payload read from ``src``'s data lane when it travelled there."""
-        if frame.layout is None:
-            return frame
-        if self.node.lanes is None:
-            raise wire.WireError("a frame says its payload follows on a data lane, and this worker has none")
-        return self.node.lanes.read(src, frame)
 
     def _unary(self, handler: Unary, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
@@ -365,6 +355,13 @@ class _TokenCheck(grpc.ServerInterceptor):
         if details.method.endswith("/Send"):
             return grpc.stream_unary_rpc_method_handler(deny)
         return grpc.unary_unary_rpc_method_handler(deny)
+
+
+def _inline(frame: wire.Frame) -> wire.Frame:
+    """``frame``, refused when it says its payload follows elsewhere: only a data lane carries such frames."""
+    if frame.layout is not None:
+        raise wire.WireError("a data-lane frame (payload elsewhere) arrived on the gRPC stream")
+    return frame
 
 
 def _bind_address(address: str, bind_host: str | None) -> str:

@@ -5,6 +5,7 @@ waits on a dead or silent peer forever."""
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Callable
 
@@ -14,7 +15,7 @@ __all__ = ["LaneClosed", "tune", "recv_exactly", "recv_into_all", "send_all", "S
 
 SOCKET_BUFFER_BYTES = 4 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
 IO_SLICE = 0.2  # longest uninterruptible wait in a read or write: a stop request is noticed this often
-_SEND_CHUNK = 1 << 20  # at most this much per call: TLS sockets need a bound, plain ones take no more anyway
+_SEND_CHUNK = 1 << 20  # a TLS socket is given at most this much per call
 
 
 class LaneClosed(ConnectionError):
@@ -46,7 +47,7 @@ def recv_exactly(sock: socket.socket, count: int, timeout: float) -> bytes:
 def recv_into_all(sock: socket.socket, view: memoryview, stop: Callable[[], bool], what: str = "told to stop") -> None:
     """Fill ``view`` from ``sock``; ``LaneClosed`` when the peer ends the lane first or ``stop()`` turns true."""
     filled, total = 0, len(view)
-    sock.settimeout(IO_SLICE)
+    _slice(sock)
     while filled < total:
         try:
             got = sock.recv_into(view[filled:])
@@ -61,15 +62,32 @@ def recv_into_all(sock: socket.socket, view: memoryview, stop: Callable[[], bool
         filled += got
 
 
-def send_all(sock: socket.socket, view: memoryview, stop: Callable[[], bool]) -> None:
-    """Write all of ``view`` to ``sock``; ``LaneClosed`` when the peer is gone or ``stop()`` turns true first."""
-    sent, total = 0, len(view)
-    sock.settimeout(IO_SLICE)
-    while sent < total:
+def send_all(sock: socket.socket, views: list[memoryview], stop: Callable[[], bool]) -> None:
+    """Write ``views`` in order to ``sock`` (one ``sendmsg`` for several when the socket is plain TCP);
+    ``LaneClosed`` when the peer is gone or ``stop()`` turns true first."""
+    views = [view for view in views if len(view)]
+    total, sent = sum(len(view) for view in views), 0
+    gather = not isinstance(sock, ssl.SSLSocket)  # TLS sockets have no sendmsg
+    _slice(sock)
+    while views:
         try:
-            sent += sock.send(view[sent:sent + _SEND_CHUNK])
+            count = sock.sendmsg(views) if gather else sock.send(views[0][:_SEND_CHUNK])
         except TimeoutError:
             if stop():
                 raise LaneClosed(f"told to stop after {sent} of {total} bytes") from None
+            continue
         except OSError as exc:
             raise LaneClosed(f"{exc.strerror or exc} after {sent} of {total} bytes") from None
+        sent += count
+        while views and count >= len(views[0]):
+            count -= len(views.pop(0))
+        if views:
+            views[0] = views[0][count:]
+
+
+def _slice(sock: socket.socket) -> None:
+    """Make each blocking call on ``sock`` wait at most ``IO_SLICE``; ``LaneClosed`` when it is closed."""
+    try:
+        sock.settimeout(IO_SLICE)
+    except OSError as exc:
+        raise LaneClosed(f"it is closed ({exc.strerror or exc})") from None

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .keepalive import SERVER_MIN_PING_INTERVAL_S, Keepalive
-from .lane_settings import LaneSettings
 from .tls import TlsFiles
 
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
            "KEEPALIVE_TIME_VAR", "KEEPALIVE_TIMEOUT_VAR", "FINGERPRINT_VAR", "RENDEZVOUS_DEFAULT_S",
-           "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint"]
+           "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint",
+           "DATA_LANE_VAR", "data_lane_setting"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
@@ -27,13 +27,16 @@ DEFAULT_KEEPALIVE = Keepalive.for_heartbeat(HEARTBEAT_DEFAULT_S)
 BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
 DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
 FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
+DATA_LANE_VAR = "MIRRORLAB_DATA_LANE"  # auto (default): messages on TCP data lanes on the gRPC path; off: on gRPC
+_DATA_LANE_MODES = ("auto", "off")
 
 
 @dataclass(frozen=True)
 class BackendSettings:
     """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
     the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, the
-    gRPC keepalive of every channel and server, and the TCP data lanes of the gRPC path (``lane_settings.py``)."""
+    gRPC keepalive of every channel and server, and whether the gRPC path moves messages over TCP data lanes
+    (``data_lane.py``)."""
 
     token: str
     rendezvous_timeout: float = 60.0
@@ -41,7 +44,7 @@ class BackendSettings:
     bind_host: str | None = None
     tls: TlsFiles | None = None
     keepalive: Keepalive = DEFAULT_KEEPALIVE
-    lane: LaneSettings = LaneSettings()
+    data_lane: bool = True
 
     @staticmethod
     def from_environ(environ: Mapping[str, str] = os.environ) -> "BackendSettings":
@@ -60,7 +63,7 @@ class BackendSettings:
                              f"{SERVER_MIN_PING_INTERVAL_S:g}, or unset it (the default is 0.4 x {HEARTBEAT_VAR}).")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
                                environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive,
-                               LaneSettings.from_environ(environ))
+                               data_lane_setting(environ))
 
 
 def seconds_setting(environ: Mapping[str, str], name: str, default: float) -> float:
@@ -82,6 +85,15 @@ def keepalive_setting(environ: Mapping[str, str], heartbeat_s: float) -> Keepali
     default = Keepalive.for_heartbeat(heartbeat_s)
     return Keepalive(seconds_setting(environ, KEEPALIVE_TIME_VAR, default.time_s),
                      seconds_setting(environ, KEEPALIVE_TIMEOUT_VAR, default.timeout_s))
+
+
+def data_lane_setting(environ: Mapping[str, str]) -> bool:
+    """Whether ``MIRRORLAB_DATA_LANE`` leaves the data lanes on (``auto``, the default) or turns them off."""
+    mode = environ.get(DATA_LANE_VAR, "") or "auto"
+    if mode not in _DATA_LANE_MODES:
+        raise ValueError(f"{DATA_LANE_VAR}={mode!r} is not one of {', '.join(_DATA_LANE_MODES)}. Fix: e.g. "
+                         f"{DATA_LANE_VAR}=off to send every message over gRPC.")
+    return mode == "auto"
 
 
 def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:

@@ -23,10 +23,11 @@ from mirrorlab.collective.message import AbortNotice, Header, Message
 
 __all__ = ["WireError", "WireLimits", "Frame", "message_parts", "lane_parts", "with_lane_payload", "encode_message",
            "encode_abort", "encode_bye", "decode", "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES",
-           "PIECE_OVERHEAD"]
+           "PIECE_OVERHEAD", "PREFIX_BYTES", "header_length"]
 
 MAGIC = b"MLW1"
 _PREFIX = struct.Struct(">4sI")
+PREFIX_BYTES = _PREFIX.size
 ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                   "float16", "float32", "float64", "complex64", "complex128")
 KINDS = ("message", "abort", "bye")
@@ -121,11 +122,7 @@ def decode(frame: bytes, limits: WireLimits = WireLimits()) -> Frame:
         raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {limits.max_bytes} bytes")
     if len(frame) < _PREFIX.size:
         raise WireError(f"truncated frame: {len(frame)} bytes, shorter than the {_PREFIX.size}-byte prefix")
-    magic, head_len = _PREFIX.unpack_from(frame)
-    if magic != MAGIC:
-        raise WireError(f"not a mirrorlab frame: starts with {bytes(magic)!r}, expected {MAGIC!r}")
-    if head_len > limits.max_header_bytes:
-        raise WireError(f"frame header of {head_len} bytes exceeds the limit of {limits.max_header_bytes} bytes")
+    head_len = header_length(frame, limits)
     end = _PREFIX.size + head_len
     if len(frame) < end:
         raise WireError(f"truncated frame: header says {head_len} bytes, only {len(frame) - _PREFIX.size} present")
@@ -136,6 +133,17 @@ def decode(frame: bytes, limits: WireLimits = WireLimits()) -> Frame:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
         raise WireError(f"malformed frame header: {type(exc).__name__}: {exc}") from None
+
+
+def header_length(frame: Buffer, limits: WireLimits = WireLimits()) -> int:
+    """The header length the prefix of ``frame`` (its first ``PREFIX_BYTES``) declares, checked: the magic, and
+    at most ``limits.max_header_bytes``, so a stream reader knows how much to read before reading it."""
+    magic, head_len = _PREFIX.unpack_from(frame)
+    if magic != MAGIC:
+        raise WireError(f"not a mirrorlab frame: starts with {bytes(magic)!r}, expected {MAGIC!r}")
+    if head_len > limits.max_header_bytes:
+        raise WireError(f"frame header of {head_len} bytes exceeds the limit of {limits.max_header_bytes} bytes")
+    return head_len
 
 
 def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:

@@ -173,7 +173,7 @@ def test_data_lanes_give_the_simulators_results_and_are_reported(monkeypatch):
     monkeypatch.setitem(_DEFAULTS, "MIRRORLAB_TRANSPORT", "grpc")
     simulated = SimCluster(workers=2).run(backend_programs.custom_loop).values()
     for lane, shown in (("auto", "TRANSPORT grpc+lane\n"), ("off", "TRANSPORT grpc\n")):
-        code, out = run_launch(2, "custom_loop", MIRRORLAB_DATA_LANE=lane, MIRRORLAB_DATA_LANE_MIN_BYTES=1)
+        code, out = run_launch(2, "custom_loop", MIRRORLAB_DATA_LANE=lane)
         assert code == 0 and shown in out, out
         assert results(out) == simulated
 

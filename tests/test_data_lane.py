@@ -1,7 +1,7 @@
 """The gRPC path's TCP data lanes between in-process nodes on loopback: results bit-identical to the plain gRPC
-path and the simulator, FIFO per pair across the gRPC stream and the lane, clients without the cluster token
-dropped before any data is read, oversized or inconsistent lane headers refused, a lane that breaks fails the
-node as a broken stream does. Every wait is bounded."""
+path and the simulator, FIFO per pair, clients without the cluster token dropped before any data is read,
+oversized or inconsistent frames refused, a lane that breaks fails the node as a broken stream does. Every wait
+is bounded."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from mirrorlab import errors
 from mirrorlab.backend import data_lane, lane_auth, wire
 from mirrorlab.backend.data_lane import DataLanes
 from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
-from mirrorlab.backend.lane_settings import LaneSettings
+from mirrorlab.backend.settings import data_lane_setting
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.collective.allreduce_ring import allreduce_ring
 from mirrorlab.collective.communicator import Communicator
@@ -31,14 +31,14 @@ TOKEN = "lane-s3cret"
 
 
 class Nodes:
-    """``n`` started nodes on loopback, with data lanes (payloads of at least ``min_bytes``) unless ``lanes`` is
-    False; ``close`` stops them all (bounded)."""
+    """``n`` started nodes on loopback, with data lanes unless ``lanes`` is False; ``close`` stops them all
+    (bounded)."""
 
-    def __init__(self, n: int, lanes: bool = True, min_bytes: int = 1, limits: wire.WireLimits = wire.WireLimits()):
+    def __init__(self, n: int, lanes: bool = True, limits: wire.WireLimits = wire.WireLimits()) -> None:
         addresses = [f"127.0.0.1:{p}" for p in free_ports(n)]
         self.names = [f"/job:worker/replica:0/task:{r}" for r in range(n)]
         self.nodes = [PeerNode(r, self.names, addresses, TOKEN, limits=limits) for r in range(n)]
-        self.lanes = [DataLanes(node, TOKEN, LaneSettings(True, min_bytes)) for node in self.nodes] if lanes else []
+        self.lanes = [DataLanes(node, TOKEN) for node in self.nodes] if lanes else []
         for node in self.nodes:
             node.start()
         assert self.all(lambda r: self.lanes[r].open(10)) == [[p for p in range(n) if p != r] for r in range(n)] \
@@ -95,9 +95,8 @@ def _ring(nodes: Nodes, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def lane_and_plain():
-    """Per cluster size (2, 3): nodes with lanes for every payload and nodes without, shared by the property
-    tests' examples."""
-    made = {n: (Nodes(n, min_bytes=1), Nodes(n, lanes=False)) for n in (2, 3)}
+    """Per cluster size (2, 3): nodes with lanes and nodes without, shared by the property tests' examples."""
+    made = {n: (Nodes(n), Nodes(n, lanes=False)) for n in (2, 3)}
     yield made
     for pair in made.values():
         for nodes in pair:
@@ -119,7 +118,7 @@ def test_ring_results_over_lanes_are_bit_identical_to_the_plain_grpc_path(lane_a
 
 @pytest.mark.parametrize("size", [2, 3])
 def test_every_algorithm_over_lanes_equals_the_simulator_bit_for_bit(make_nodes, size):
-    nodes = make_nodes(size, min_bytes=1)
+    nodes = make_nodes(size)
     got = nodes.all(lambda r: shm_workers.run_cases(Communicator(r, size, nodes.names,
                                                                  GrpcTransport(nodes.nodes[r], 0)), seed=0))
 
@@ -134,21 +133,16 @@ def test_every_algorithm_over_lanes_equals_the_simulator_bit_for_bit(make_nodes,
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sizes=st.lists(st.sampled_from([0, 3, 100, 5000, 300_000]), min_size=1, max_size=12))
-def test_small_and_large_messages_interleaved_arrive_in_send_order(lane_and_plain, sizes):
+@given(sends=st.lists(st.tuples(st.sampled_from([0, 3, 100, 5000, 300_000]), st.sampled_from([5, 6])),
+                      min_size=1, max_size=12))
+def test_small_and_large_messages_of_several_groups_arrive_in_send_order(lane_and_plain, sends):
     lanes = lane_and_plain[2][0]
-    node = lanes.nodes[0]
-    saved, node.lanes.settings = node.lanes.settings, LaneSettings(True, 4096)  # small ones inline, large on the lane
-    try:
-        sent = [np.arange(n, dtype=np.int32) + k for k, n in enumerate(sizes)]
-        for k, payload in enumerate(sent):
-            GrpcTransport(node, 7).send(1, _message(0, payload, seq=k))
-        receiver = GrpcTransport(lanes.nodes[1], 7)
-        for k, payload in enumerate(sent):
-            got = receiver.recv(0, time.monotonic() + 20)
-            assert got.header.seq == k and got.payload.tobytes() == payload.tobytes()
-    finally:
-        node.lanes.settings = saved
+    sent = [(group, np.arange(n, dtype=np.int32) + k) for k, (n, group) in enumerate(sends)]
+    for k, (group, payload) in enumerate(sent):
+        GrpcTransport(lanes.nodes[0], group).send(1, _message(0, payload, seq=k))
+    for k, (group, payload) in enumerate(sent):
+        got = GrpcTransport(lanes.nodes[1], group).recv(0, time.monotonic() + 20)
+        assert got.header.seq == k and got.payload.tobytes() == payload.tobytes()
 
 
 def test_a_payload_changed_after_send_arrives_as_it_was_sent(make_nodes):
@@ -249,34 +243,58 @@ def test_a_lane_frame_carrying_its_payload_inline_is_refused():
 
 def test_an_oversized_lane_payload_is_refused_before_it_is_read(make_nodes):
     nodes = make_nodes(2, limits=wire.WireLimits(max_bytes=1 << 20))
-    big = np.zeros(1 << 19, np.float32)  # 2 MiB: over the receiver's 1 MiB limit
-    GrpcTransport(nodes.nodes[0], 0).send(1, _message(0, big))
-    with pytest.raises(errors.UnavailableError, match="INVALID_ARGUMENT.*exceeds the limit"):
-        GrpcTransport(nodes.nodes[0], 0).recv(1, time.monotonic() + 20)  # worker 1 refused the stream
+    GrpcTransport(nodes.nodes[0], 0).send(1, _message(0, np.zeros(1 << 19, np.float32)))  # 2 MiB, limit 1 MiB
+    with pytest.raises(errors.UnavailableError, match=r"malformed frame on its data lane \(data-lane payload of "
+                                                      r"2097152 bytes exceeds the limit of 1048576 bytes\)"):
+        GrpcTransport(nodes.nodes[1], 0).recv(0, time.monotonic() + 20)
     assert nodes.nodes[1]._boxes == {}
+
+
+def test_an_oversized_lane_header_is_refused_before_it_is_read(make_nodes):
+    nodes = make_nodes(2)
+    lane = nodes.nodes[0].lanes._outgoing[1]
+    lane.sock.sendall(wire.MAGIC + (1 << 20).to_bytes(4, "big"))  # a header of 1 MiB; the limit is 64 KiB
+    with pytest.raises(errors.UnavailableError, match="frame header of 1048576 bytes exceeds the limit of 65536"):
+        GrpcTransport(nodes.nodes[1], 0).recv(0, time.monotonic() + 20)
+
+
+def test_a_lane_frame_on_the_grpc_stream_is_refused(make_nodes):
+    nodes = make_nodes(2, lanes=False)
+    head, _ = wire.lane_parts(0, _message(0, np.ones(4, np.float32)))
+    nodes.nodes[0].send_frame(1, head)
+    with pytest.raises(errors.UnavailableError, match="INVALID_ARGUMENT.*data-lane frame .* on the gRPC stream"):
+        GrpcTransport(nodes.nodes[0], 0).recv(1, time.monotonic() + 20)
 
 
 def test_a_lane_that_breaks_mid_message_fails_the_receiver_naming_the_sender(make_nodes):
     nodes = make_nodes(2)
-    sender, receiver = nodes.nodes
     head, _ = wire.lane_parts(0, _message(0, np.ones(1 << 20, np.float32)))
-    lane = sender.lanes._outgoing[1]
-    sender.send_frame(1, head)  # the header promises 4 MiB; the lane carries 1000 bytes and dies
-    lane.sock.sendall(bytes(1000))
+    lane = nodes.nodes[0].lanes._outgoing[1]
+    lane.sock.sendall(head + bytes(1000))  # the header promises 4 MiB; the lane carries 1000 bytes and dies
     lane.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     lane.sock.close()  # linger 0: a reset, as from a killed process
     with pytest.raises(errors.UnavailableError) as caught:
-        GrpcTransport(receiver, 0).recv(0, time.monotonic() + 20)
+        GrpcTransport(nodes.nodes[1], 0).recv(0, time.monotonic() + 20)
     text = str(caught.value)
     assert "worker 0 (/job:worker/replica:0/task:0 at 127.0.0.1:" in text
     assert "the data lane from it broke" in text and "after 1000 of 4194304 bytes" in text
 
 
-def test_settings_name_the_variable_and_the_fix():
-    assert LaneSettings.from_environ({}) == LaneSettings(True, 64 << 10)
-    assert LaneSettings.from_environ({"MIRRORLAB_DATA_LANE": "off"}).enabled is False
-    assert LaneSettings.from_environ({"MIRRORLAB_DATA_LANE_MIN_BYTES": "4096"}).min_bytes == 4096
+def test_a_goodbye_on_the_lane_comes_after_every_message(make_nodes):
+    nodes = make_nodes(2)
+    payloads = [np.full(n, n, np.float64) for n in (10, 1 << 20, 7)]
+    for k, payload in enumerate(payloads):
+        GrpcTransport(nodes.nodes[0], 0).send(1, _message(0, payload, seq=k))
+    nodes.nodes[0].close()
+    receiver = GrpcTransport(nodes.nodes[1], 0)
+    assert [receiver.recv(0, time.monotonic() + 20).payload.tobytes() for _ in payloads] == \
+        [p.tobytes() for p in payloads]
+    with pytest.raises(errors.UnavailableError, match="finished its program"):
+        receiver.recv(0, time.monotonic() + 20)
+
+
+def test_the_setting_names_the_variable_and_the_fix():
+    assert data_lane_setting({}) is True and data_lane_setting({"MIRRORLAB_DATA_LANE": "auto"}) is True
+    assert data_lane_setting({"MIRRORLAB_DATA_LANE": "off"}) is False
     with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE='on' is not one of auto, off\. Fix"):
-        LaneSettings.from_environ({"MIRRORLAB_DATA_LANE": "on"})
-    with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE_MIN_BYTES='0' is not a positive number.*Fix"):
-        LaneSettings.from_environ({"MIRRORLAB_DATA_LANE_MIN_BYTES": "0"})
+        data_lane_setting({"MIRRORLAB_DATA_LANE": "on"})
