@@ -37,6 +37,7 @@ __all__ = ["DataLanes", "LANE_PORT_METHOD"]
 
 LANE_PORT_METHOD = "LanePort"
 HANDSHAKE_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 10.0  # a lane port a firewall drops costs at most this, then the pair stays on gRPC
 _DRAIN_SLICE = 0.05
 
 log = logging.getLogger("mirrorlab.backend")
@@ -106,7 +107,7 @@ class DataLanes:
         port = self._lane_port(peer, end)
         timeout = max(0.05, end - time.monotonic())
         host = node.addresses[peer].rpartition(":")[0].strip("[]")
-        sock = socket.create_connection((host, port), timeout=timeout)
+        sock = socket.create_connection((host, port), timeout=min(CONNECT_TIMEOUT_S, timeout))
         try:
             tune(sock, self._keepalive)
             if self._client_tls is not None:
@@ -213,11 +214,16 @@ class DataLanes:
         for lane in lanes:
             lane.finish()
         for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked on it at once
+            except OSError:
+                pass  # already closed or reset
             sock.close()
 
 
 class _OutLane:
-    """Payloads to one peer, written in ``put`` order by one thread; a write that fails fails the node."""
+    """Frames to one peer, written in ``put`` order by one thread; a write that fails fails the node, and the
+    lane drops what is queued after it."""
 
     def __init__(self, lanes: DataLanes, peer: int, sock: socket.socket) -> None:
         self.lanes = lanes
@@ -226,10 +232,13 @@ class _OutLane:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._pending = 0
         self._count = threading.Lock()
+        self._broken = False
         threading.Thread(target=self._write, name=f"mirrorlab-lane-{peer}", daemon=True).start()
 
     def put(self, head: bytes, payload: np.ndarray) -> None:
         """Queue ``head`` and ``payload`` (snapshotted if still mutable); never blocks."""
+        if self._broken:
+            return
         if not immutable(payload):
             payload = payload.copy()
         with self._count:
@@ -237,8 +246,9 @@ class _OutLane:
         self._queue.put((head, payload))
 
     def idle(self) -> bool:
+        """Whether everything queued has been written (or can never be)."""
         with self._count:
-            return self._pending == 0
+            return self._broken or self._pending == 0
 
     def finish(self) -> None:
         self._queue.put(None)
@@ -250,6 +260,7 @@ class _OutLane:
             try:
                 send_all(self.sock, [memoryview(head), memoryview(payload)], stop)
             except LaneClosed as exc:
+                self._broken = True
                 if not self.lanes._stopping:
                     self.lanes.node.peer_lost(self.peer, f"the data lane to it broke ({exc})")
                 return

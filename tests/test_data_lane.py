@@ -6,7 +6,9 @@ is bounded."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import ssl
 import threading
 import time
 
@@ -20,7 +22,9 @@ from mirrorlab import errors
 from mirrorlab.backend import data_lane, lane_auth, wire
 from mirrorlab.backend.data_lane import DataLanes
 from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
+from mirrorlab.backend.lane_tls import lane_contexts
 from mirrorlab.backend.settings import data_lane_setting
+from mirrorlab.backend.tls import TlsFiles
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.collective.allreduce_ring import allreduce_ring
 from mirrorlab.collective.communicator import Communicator
@@ -298,3 +302,33 @@ def test_the_setting_names_the_variable_and_the_fix():
     assert data_lane_setting({"MIRRORLAB_DATA_LANE": "off"}) is False
     with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE='on' is not one of auto, off\. Fix"):
         data_lane_setting({"MIRRORLAB_DATA_LANE": "on"})
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make test certificates")
+def test_lanes_under_mutual_tls_carry_messages_and_refuse_a_foreign_certificate(tmp_path):
+    from test_backend_transport import _certificates
+    ca, other_ca = _certificates(tmp_path, "ca"), _certificates(tmp_path, "other-ca")
+    contexts = {}
+    for name, signer in (("w0", ca), ("w1", ca), ("stranger", other_ca)):
+        key, cert = _certificates(tmp_path, name, signer)
+        env = {"MIRRORLAB_TLS_CERT": str(cert), "MIRRORLAB_TLS_KEY": str(key), "MIRRORLAB_TLS_CA": str(signer[1])}
+        contexts[name] = lane_contexts(TlsFiles.from_environ(env))
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    names = ["/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"]
+    nodes = [PeerNode(r, names, addresses, TOKEN) for r in range(2)]
+    lanes = [DataLanes(node, TOKEN, tls=contexts[name]) for node, name in zip(nodes, ("w0", "w1"))]
+    for node in nodes:
+        node.start()
+    try:
+        assert lanes[0].open(10) == [1] and lanes[1].open(10) == [0]
+        payload = np.arange(1 << 18, dtype=np.float64)
+        GrpcTransport(nodes[0], 0).send(1, _message(0, payload))
+        assert GrpcTransport(nodes[1], 0).recv(0, time.monotonic() + 10).payload.tobytes() == payload.tobytes()
+        stranger = contexts["stranger"][1]
+        with socket.create_connection(("127.0.0.1", lanes[0].port), timeout=10) as raw:
+            with pytest.raises(ssl.SSLError):
+                with stranger.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+                    lane_auth.answer_challenge(sock, TOKEN, 1, 0, 10)
+    finally:
+        for node in nodes:
+            node.close()
