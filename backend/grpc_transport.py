@@ -4,7 +4,8 @@ pair (so messages between a pair stay in FIFO order), no generated code.
 ``PeerNode`` is the process's endpoint: it serves ``/mirrorlab.Peer/Send`` (a client stream of wire frames)
 and any unary methods registered before ``start`` (rendezvous' Hello, liveness' Ping), checks the cluster
 token on every call before anything else, and keeps one mailbox per (group, sender). ``GrpcTransport`` is
-one collective group's view of it, as ``SimTransport`` is of the simulated network.
+one collective group's view of it, as ``SimTransport`` is of the simulated network. With ``DataLanes``
+(``data_lane.py``) the messages to a peer and the goodbye travel on a TCP lane instead of the stream.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class PeerNode:
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
                                    options=[*grpc_options.server_options(), *keepalive.server_options()])
         self._client_options = [*self._channel_options, *keepalive.client_options()]
-        self.lanes: DataLanes | None = None  # set by DataLanes: large payloads then skip grpcio
+        self.lanes: DataLanes | None = None  # set by DataLanes: messages then skip grpcio
 
     def label(self, rank: int) -> str:
         """``worker 1 (/job:worker/replica:0/task:1 at 127.0.0.1:4000)``."""

@@ -5,7 +5,8 @@ the payload's raw little-endian bytes. On a stream a frame travels as pieces (``
 several says the frame's whole length, so the receiver fills one buffer instead of joining copies. The
 header says the frame's kind (a collective ``Message``, an ``AbortNotice`` or a ``bye`` when a worker
 ends), its collective group, and for a message the array's dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
-the payload, so a hostile or corrupt frame costs nothing but a ``WireError``.
+the payload, so a hostile or corrupt frame costs nothing but a ``WireError``. On a data lane (``data_lane.py``)
+a message's header also says its payload's length (``lane_parts``), and the payload follows it on the socket.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ class WireLimits:
 
 @dataclass(frozen=True)
 class Frame:
-    """A decoded frame: ``kind`` is "message" (``message`` set), "abort" (``notice`` set) or "bye". A message
-    whose payload travels on the data lane has ``lane_bytes`` > 0, its payload's (dtype, shape) in ``layout``
-    and no payload yet (``with_lane_payload`` adds it)."""
+    """A decoded frame: ``kind`` is "message" (``message`` set), "abort" (``notice`` set) or "bye". A data-lane
+    message frame (its payload follows it on the lane) has ``layout`` (dtype, shape), the payload's byte count in
+    ``lane_bytes`` and no payload yet (``with_lane_payload`` adds it)."""
 
     kind: str
     group: int
@@ -89,8 +90,8 @@ def message_parts(group: int, message: Message) -> list[Buffer]:
 
 
 def lane_parts(group: int, message: Message) -> tuple[bytes, np.ndarray]:
-    """``message`` split for the data lane: a frame carrying its header, dtype, shape and payload length (for the
-    gRPC stream), and its payload as contiguous little-endian bytes (a view when the array already is)."""
+    """``message`` as the data lane sends it: a frame carrying its header, dtype, shape and payload length, then
+    the payload as contiguous little-endian bytes (a view when the array already is)."""
     head, little = _message_head(group, message)
     head["lane"] = little.nbytes
     return _frame(head), little.reshape(-1).view(np.uint8)
