@@ -49,17 +49,10 @@ def recv_into_all(sock: socket.socket, view: memoryview, stop: Callable[[], bool
     filled, total = 0, len(view)
     _slice(sock)
     while filled < total:
-        try:
-            got = sock.recv_into(view[filled:])
-        except TimeoutError:
-            if stop():
-                raise LaneClosed(f"{what} after {filled} of {total} bytes") from None
-            continue
-        except OSError as exc:
-            raise LaneClosed(f"{exc.strerror or exc} after {filled} of {total} bytes") from None
+        got = _attempt(lambda: sock.recv_into(view[filled:]), stop, what, filled, total)
         if got == 0:
             raise LaneClosed(f"the peer closed it after {filled} of {total} bytes")
-        filled += got
+        filled += got or 0
 
 
 def send_all(sock: socket.socket, views: list[memoryview], stop: Callable[[], bool]) -> None:
@@ -70,19 +63,26 @@ def send_all(sock: socket.socket, views: list[memoryview], stop: Callable[[], bo
     gather = not isinstance(sock, ssl.SSLSocket)  # TLS sockets have no sendmsg
     _slice(sock)
     while views:
-        try:
-            count = sock.sendmsg(views) if gather else sock.send(views[0][:_SEND_CHUNK])
-        except TimeoutError:
-            if stop():
-                raise LaneClosed(f"told to stop after {sent} of {total} bytes") from None
-            continue
-        except OSError as exc:
-            raise LaneClosed(f"{exc.strerror or exc} after {sent} of {total} bytes") from None
+        count = _attempt(lambda: sock.sendmsg(views) if gather else sock.send(views[0][:_SEND_CHUNK]), stop,
+                         "told to stop", sent, total) or 0
         sent += count
         while views and count >= len(views[0]):
             count -= len(views.pop(0))
         if views:
             views[0] = views[0][count:]
+
+
+def _attempt(call: Callable[[], int], stop: Callable[[], bool], what: str, done: int, total: int) -> int | None:
+    """The bytes one blocking ``call`` moved, or None when it waited a whole slice and ``stop()`` is still false;
+    ``LaneClosed`` (saying ``what`` and how far it got) when told to stop or the socket fails."""
+    try:
+        return call()
+    except TimeoutError:
+        if stop():
+            raise LaneClosed(f"{what} after {done} of {total} bytes") from None
+        return None
+    except OSError as exc:
+        raise LaneClosed(f"{exc.strerror or exc} after {done} of {total} bytes") from None
 
 
 def _slice(sock: socket.socket) -> None:

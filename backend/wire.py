@@ -136,15 +136,17 @@ def decode(frame: bytes, limits: WireLimits = WireLimits()) -> Frame:
         raise WireError(f"malformed frame header: {type(exc).__name__}: {exc}") from None
 
 
-def header_length(frame: Buffer, limits: WireLimits = WireLimits()) -> int:
-    """The header length the prefix of ``frame`` (its first ``PREFIX_BYTES``) declares, checked: the magic, and
-    at most ``limits.max_header_bytes``, so a stream reader knows how much to read before reading it."""
-    magic, head_len = _PREFIX.unpack_from(frame)
-    if magic != MAGIC:
-        raise WireError(f"not a mirrorlab frame: starts with {bytes(magic)!r}, expected {MAGIC!r}")
-    if head_len > limits.max_header_bytes:
-        raise WireError(f"frame header of {head_len} bytes exceeds the limit of {limits.max_header_bytes} bytes")
-    return head_len
+def header_length(prefix: Buffer, limits: WireLimits = WireLimits(), *, layout: struct.Struct = _PREFIX,
+                  magic: bytes = MAGIC, error: type[ValueError] = WireError) -> int:
+    """The header length a frame's prefix (its first ``layout.size`` bytes) declares, after checking its magic
+    and ``limits.max_header_bytes``, so a stream reader knows how much to read before reading it; raises ``error``.
+    The shared-memory frames (``shm_frame.py``) pass their own layout, magic and error."""
+    found, length = layout.unpack_from(prefix)
+    if found != magic:
+        raise error(f"corrupt stream: a frame starts with {bytes(found)!r}, expected {magic!r}")
+    if length > limits.max_header_bytes:
+        raise error(f"frame header of {length} bytes exceeds the limit of {limits.max_header_bytes} bytes")
+    return length
 
 
 def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:

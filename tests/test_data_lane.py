@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shm_workers
+from test_backend_transport import Cluster, _certificates
 from mirrorlab import errors
 from mirrorlab.backend import data_lane, lane_auth, wire
 from mirrorlab.backend.data_lane import DataLanes
@@ -48,23 +49,7 @@ class Nodes:
         assert self.all(lambda r: self.lanes[r].open(10)) == [[p for p in range(n) if p != r] for r in range(n)] \
             if lanes else True
 
-    def all(self, fn):
-        """``fn(rank)`` on one thread per rank; each result (or the exception it raised)."""
-        out: list = [None] * len(self.nodes)
-
-        def main(r):
-            try:
-                out[r] = fn(r)
-            except BaseException as exc:  # noqa: BLE001 - the test inspects it
-                out[r] = exc
-
-        threads = [threading.Thread(target=main, args=(r,), daemon=True) for r in range(len(self.nodes))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not any(t.is_alive() for t in threads), "a node hung"
-        return out
+    all = Cluster.all  # fn(rank) on one thread per rank; each result (or the exception it raised)
 
     def close(self):
         self.all(lambda r: self.nodes[r].close())
@@ -306,7 +291,6 @@ def test_the_setting_names_the_variable_and_the_fix():
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make test certificates")
 def test_lanes_under_mutual_tls_carry_messages_and_refuse_a_foreign_certificate(tmp_path):
-    from test_backend_transport import _certificates
     ca, other_ca = _certificates(tmp_path, "ca"), _certificates(tmp_path, "other-ca")
     contexts = {}
     for name, signer in (("w0", ca), ("w1", ca), ("stranger", other_ca)):
