@@ -125,7 +125,7 @@ class BackendEnvironment(LocalEnvironment):
         facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
         rendezvous = Rendezvous(node, facts)
         lanes = None
-        if self.transport_name == "grpc" and settings.data_lane:
+        if self.transport_name == "grpc" and settings.uses_data_lanes:
             lanes = DataLanes(node, settings.token, settings.keepalive,
                               lane_contexts(settings.tls) if settings.tls else None)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)

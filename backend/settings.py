@@ -27,8 +27,8 @@ DEFAULT_KEEPALIVE = Keepalive.for_heartbeat(HEARTBEAT_DEFAULT_S)
 BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
 DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
 FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
-DATA_LANE_VAR = "MIRRORLAB_DATA_LANE"  # auto (default): messages on TCP data lanes on the gRPC path; off: on gRPC
-_DATA_LANE_MODES = ("auto", "off")
+DATA_LANE_VAR = "MIRRORLAB_DATA_LANE"  # the gRPC path's messages on TCP data lanes: auto (without TLS), on, off
+_DATA_LANE_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class BackendSettings:
     """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
     the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, the
     gRPC keepalive of every channel and server, and whether the gRPC path moves messages over TCP data lanes
-    (``data_lane.py``)."""
+    (``data_lane.py``; ``uses_data_lanes``)."""
 
     token: str
     rendezvous_timeout: float = 60.0
@@ -44,7 +44,12 @@ class BackendSettings:
     bind_host: str | None = None
     tls: TlsFiles | None = None
     keepalive: Keepalive = DEFAULT_KEEPALIVE
-    data_lane: bool = True
+    data_lane: str = "auto"
+
+    @property
+    def uses_data_lanes(self) -> bool:
+        """Whether the gRPC path moves its messages over TCP data lanes (``data_lane`` and TLS decide)."""
+        return self.data_lane == "on" or (self.data_lane == "auto" and self.tls is None)
 
     @staticmethod
     def from_environ(environ: Mapping[str, str] = os.environ) -> "BackendSettings":
@@ -87,13 +92,14 @@ def keepalive_setting(environ: Mapping[str, str], heartbeat_s: float) -> Keepali
                      seconds_setting(environ, KEEPALIVE_TIMEOUT_VAR, default.timeout_s))
 
 
-def data_lane_setting(environ: Mapping[str, str]) -> bool:
-    """Whether ``MIRRORLAB_DATA_LANE`` leaves the data lanes on (``auto``, the default) or turns them off."""
+def data_lane_setting(environ: Mapping[str, str]) -> str:
+    """``MIRRORLAB_DATA_LANE``: ``auto`` (the default: lanes unless TLS is on, where they measured no faster than
+    gRPC), ``on`` (lanes, inside mutual TLS when it is on) or ``off``; ValueError naming the variable."""
     mode = environ.get(DATA_LANE_VAR, "") or "auto"
     if mode not in _DATA_LANE_MODES:
         raise ValueError(f"{DATA_LANE_VAR}={mode!r} is not one of {', '.join(_DATA_LANE_MODES)}. Fix: e.g. "
                          f"{DATA_LANE_VAR}=off to send every message over gRPC.")
-    return mode == "auto"
+    return mode
 
 
 def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:

@@ -24,7 +24,7 @@ from mirrorlab.backend import data_lane, lane_auth, wire
 from mirrorlab.backend.data_lane import DataLanes
 from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
 from mirrorlab.backend.lane_tls import lane_contexts
-from mirrorlab.backend.settings import data_lane_setting
+from mirrorlab.backend.settings import BackendSettings, data_lane_setting
 from mirrorlab.backend.tls import TlsFiles
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.collective.allreduce_ring import allreduce_ring
@@ -283,10 +283,16 @@ def test_a_goodbye_on_the_lane_comes_after_every_message(make_nodes):
 
 
 def test_the_setting_names_the_variable_and_the_fix():
-    assert data_lane_setting({}) is True and data_lane_setting({"MIRRORLAB_DATA_LANE": "auto"}) is True
-    assert data_lane_setting({"MIRRORLAB_DATA_LANE": "off"}) is False
-    with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE='on' is not one of auto, off\. Fix"):
-        data_lane_setting({"MIRRORLAB_DATA_LANE": "on"})
+    assert data_lane_setting({}) == "auto" and data_lane_setting({"MIRRORLAB_DATA_LANE": "on"}) == "on"
+    with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE='yes' is not one of auto, on, off\. Fix"):
+        data_lane_setting({"MIRRORLAB_DATA_LANE": "yes"})
+
+
+@pytest.mark.parametrize("mode, tls, lanes", [("auto", False, True), ("auto", True, False), ("on", True, True),
+                                              ("off", False, False)])
+def test_auto_uses_lanes_without_tls_only(mode, tls, lanes):
+    files = TlsFiles(b"cert", b"key", b"ca") if tls else None
+    assert BackendSettings("token", tls=files, data_lane=mode).uses_data_lanes is lanes
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make test certificates")
