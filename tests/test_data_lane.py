@@ -322,3 +322,14 @@ def test_lanes_under_mutual_tls_carry_messages_and_refuse_a_foreign_certificate(
     finally:
         for node in nodes:
             node.close()
+
+
+@pytest.mark.parametrize("host, bind_host", [("127.0.0.3", None), ("127.0.0.1", "127.0.0.4")])
+def test_the_lane_listens_exactly_where_the_grpc_server_binds(host, bind_host):
+    node = PeerNode(0, ["/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"],
+                    [f"{host}:{free_ports(1)[0]}", "127.0.0.1:1"], TOKEN, bind_host=bind_host)
+    lanes = DataLanes(node, TOKEN)
+    try:
+        assert lanes._listener.getsockname() == (bind_host or host, lanes.port)
+    finally:
+        lanes.close()
