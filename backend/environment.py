@@ -1,6 +1,7 @@
 """The real backend's ``Environment``: this process is one worker of a multi-worker cluster; collectives run
-over shared memory when every worker is on this host, else over gRPC (``transport_choice.py``), after a
-rendezvous over gRPC, with heartbeats and aborts over gRPC watching every peer.
+over shared memory when every worker is on this host, else over gRPC (``transport_choice.py``) with its
+messages on TCP data lanes (``data_lane.py``), after a rendezvous over gRPC, with heartbeats and aborts over
+gRPC watching every peer.
 
 The first ``MultiWorkerMirroredStrategy`` starts this worker's server and rendezvous; later strategies in
 the same process are new collective groups over the same connections (as on the simulator).
@@ -11,6 +12,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import re
 import sys
 import threading
@@ -27,9 +29,11 @@ from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.runtime.local import LocalEnvironment
 from mirrorlab.runtime.seeds import op_seed
 
+from .data_lane import DataLanes
 from .diagnosed_transport import DiagnosedTransport
 from .flight_recorder import FlightRecorder
 from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
+from .lane_tls import lane_contexts
 from .liveness import Heartbeats
 from .peer_views import group_progress, worker_views
 from .rendezvous import Rendezvous, WorkerFacts
@@ -40,6 +44,9 @@ from .transport_choice import choose_transport
 __all__ = ["BackendEnvironment"]
 
 _TASK = re.compile(r"^/job:(\w+)/replica:0/task:(\d+)$")
+LANE_SUFFIX = "+lane"  # strategy.extended.transport_name "grpc+lane": messages travel on TCP data lanes
+
+log = logging.getLogger("mirrorlab.backend")
 
 
 class BackendEnvironment(LocalEnvironment):
@@ -58,6 +65,7 @@ class BackendEnvironment(LocalEnvironment):
         self._settings: BackendSettings | None = None
         self._shm: dict[int, ShmTransport] = {}  # by collective group
         self.transport_name = "grpc"
+        self._lane_peers: list[int] = []
 
     def default_device_type(self) -> tuple[str, int]:
         count = devices_per_worker()
@@ -84,7 +92,7 @@ class BackendEnvironment(LocalEnvironment):
         self._group_comms[group] = comm
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
         runtime = self.make_runtime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)])
-        runtime.transport_name = self.transport_name
+        runtime.transport_name = self.transport_name + (LANE_SUFFIX if self._lane_peers else "")
         return runtime
 
     def make_runtime(self, comm: Communicator, devices: Sequence[str]) -> WorkerRuntime:
@@ -116,6 +124,10 @@ class BackendEnvironment(LocalEnvironment):
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
         facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
         rendezvous = Rendezvous(node, facts)
+        lanes = None
+        if self.transport_name == "grpc" and settings.uses_data_lanes:
+            lanes = DataLanes(node, settings.token, settings.keepalive,
+                              lane_contexts(settings.tls) if settings.tls else None)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()
@@ -125,6 +137,10 @@ class BackendEnvironment(LocalEnvironment):
         self.recorder.dump_on_sigusr1()
         _install_exit_hooks(self)
         rendezvous.wait(settings.rendezvous_timeout)
+        if lanes is not None:
+            self._lane_peers = lanes.open(settings.rendezvous_timeout)
+            log.info("%s: collectives over gRPC, their messages on TCP data lanes to workers %s", node.label(rank),
+                     self._lane_peers)
         heartbeats.start()
         self._heartbeats = heartbeats
 

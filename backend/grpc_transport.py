@@ -4,7 +4,8 @@ pair (so messages between a pair stay in FIFO order), no generated code.
 ``PeerNode`` is the process's endpoint: it serves ``/mirrorlab.Peer/Send`` (a client stream of wire frames)
 and any unary methods registered before ``start`` (rendezvous' Hello, liveness' Ping), checks the cluster
 token on every call before anything else, and keeps one mailbox per (group, sender). ``GrpcTransport`` is
-one collective group's view of it, as ``SimTransport`` is of the simulated network.
+one collective group's view of it, as ``SimTransport`` is of the simulated network. With ``DataLanes``
+(``data_lane.py``) the messages to a peer and the goodbye travel on a TCP lane instead of the stream.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -29,6 +31,9 @@ from . import grpc_options, wire
 from .keepalive import Keepalive
 from .settings import DEFAULT_KEEPALIVE
 from .tls import TlsFiles
+
+if TYPE_CHECKING:
+    from .data_lane import DataLanes
 
 __all__ = ["PeerNode", "GrpcTransport", "SERVICE", "TOKEN_KEY", "RANK_KEY"]
 
@@ -79,6 +84,7 @@ class PeerNode:
                                    handlers=[_Handler(self)], interceptors=[_TokenCheck(self)],
                                    options=[*grpc_options.server_options(), *keepalive.server_options()])
         self._client_options = [*self._channel_options, *keepalive.client_options()]
+        self.lanes: DataLanes | None = None  # set by DataLanes: messages then skip grpcio
 
     def label(self, rank: int) -> str:
         """``worker 1 (/job:worker/replica:0/task:1 at 127.0.0.1:4000)``."""
@@ -103,6 +109,11 @@ class PeerNode:
                 "this machine's. Fix: give this task a free port of this machine in TF_CONFIG, or stop the process "
                 "that holds it (is another worker running with the same task index?).")
         self._server.start()
+
+    @property
+    def bind_host(self) -> str:
+        """The host (name or address, without brackets) the server binds."""
+        return self._bind.rpartition(":")[0].strip("[]")
 
     @property
     def uses_tls(self) -> bool:
@@ -147,6 +158,12 @@ class PeerNode:
         """Unary call of ``name`` on ``peer``; raises ``grpc.RpcError`` as gRPC does."""
         method = self.channel(peer).unary_unary(f"/{SERVICE}/{name}")
         return method(request, timeout=timeout, metadata=self._metadata)
+
+    def send_message(self, peer: int, group: int, message: Message) -> None:
+        """Queue ``message`` of ``group`` for ``peer``: on the data lane when there is one to ``peer``, else on the
+        gRPC stream; never blocks, and the payload is snapshotted."""
+        if self.lanes is None or not self.lanes.send(peer, group, message):
+            self.send_frame(peer, wire.message_parts(group, message))  # cutting pieces snapshots the payload
 
     def send_frame(self, peer: int, frame: bytes | list[wire.Buffer]) -> None:
         """Queue ``frame`` (bytes or ``wire.message_parts``) on the stream to ``peer`` (opened on first use);
@@ -218,19 +235,24 @@ class PeerNode:
         with self._cond:
             self._closing = True
             failed = ALL_GROUPS in self._aborts
+            laned = {p for p in range(self.size) if not failed and self.lanes is not None and self.lanes.say_bye(p)}
             if not failed:
                 for peer in range(self.size):
-                    if peer != self.rank and peer not in self._outgoing and peer not in self.departed:
+                    if peer not in (self.rank, *laned) and peer not in self._outgoing and peer not in self.departed:
                         self._outgoing[peer] = _Outgoing(self, peer)
-            streams = list(self._outgoing.values())
-        for stream in streams:
-            if not failed:
+            streams = {peer: stream for peer, stream in self._outgoing.items()}
+        if self.lanes is not None:  # every message and goodbye on a lane is written before it closes
+            self.lanes.drain(_FAILED_CLOSE_WAIT if failed else _CLOSE_WAIT)
+        for peer, stream in streams.items():
+            if not failed and peer not in laned:
                 stream.put(wire.encode_bye())
             stream.finish()
         end = time.monotonic() + (_FAILED_CLOSE_WAIT if failed else _CLOSE_WAIT)
-        for stream in streams:
+        for stream in streams.values():
             stream.wait(max(0.0, end - time.monotonic()))
         self._server.stop(grace=0.5).wait(2.0)
+        if self.lanes is not None:
+            self.lanes.close()
         for channel in self._channels.values():
             channel.close()
 
@@ -295,7 +317,7 @@ class _Handler(grpc.GenericRpcHandler):
             for item in frames:
                 frame = pieces.feed(item)
                 if frame is not None:
-                    node.accept(src, wire.decode(frame, node.limits))
+                    node.accept(src, _inline(wire.decode(frame, node.limits)))
         except wire.WireError as exc:
             text = f"{node.label(node.rank)} refused a frame from worker {src}: {exc}"
             log.warning("%s", text)
@@ -336,6 +358,13 @@ class _TokenCheck(grpc.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(deny)
 
 
+def _inline(frame: wire.Frame) -> wire.Frame:
+    """``frame``, refused when it says its payload follows elsewhere: only a data lane carries such frames."""
+    if frame.layout is not None:
+        raise wire.WireError("a data-lane frame (payload elsewhere) arrived on the gRPC stream")
+    return frame
+
+
 def _bind_address(address: str, bind_host: str | None) -> str:
     """This task's cluster address, or the same port on ``bind_host``."""
     if bind_host is None:
@@ -361,7 +390,7 @@ class GrpcTransport(Transport):
         return self.node.abort_error(self.group)
 
     def send(self, dst: int, message: Message) -> None:
-        self.node.send_frame(dst, wire.message_parts(self.group, message))  # cutting pieces snapshots the payload
+        self.node.send_message(dst, self.group, message)
 
     def recv(self, src: int, deadline: float | None) -> Message:
         return self.node.recv(self.group, src, deadline)

@@ -13,7 +13,8 @@ from .tls import TlsFiles
 
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
            "KEEPALIVE_TIME_VAR", "KEEPALIVE_TIMEOUT_VAR", "FINGERPRINT_VAR", "RENDEZVOUS_DEFAULT_S",
-           "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint"]
+           "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint",
+           "DATA_LANE_VAR", "data_lane_setting"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
@@ -26,13 +27,16 @@ DEFAULT_KEEPALIVE = Keepalive.for_heartbeat(HEARTBEAT_DEFAULT_S)
 BIND_VAR = "MIRRORLAB_BIND_ADDRESS"
 DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
 FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
+DATA_LANE_VAR = "MIRRORLAB_DATA_LANE"  # the gRPC path's messages on TCP data lanes: auto (without TLS), on, off
+_DATA_LANE_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
 class BackendSettings:
     """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
-    the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, and the
-    gRPC keepalive of every channel and server."""
+    the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, the
+    gRPC keepalive of every channel and server, and whether the gRPC path moves messages over TCP data lanes
+    (``data_lane.py``; ``uses_data_lanes``)."""
 
     token: str
     rendezvous_timeout: float = 60.0
@@ -40,6 +44,12 @@ class BackendSettings:
     bind_host: str | None = None
     tls: TlsFiles | None = None
     keepalive: Keepalive = DEFAULT_KEEPALIVE
+    data_lane: str = "auto"
+
+    @property
+    def uses_data_lanes(self) -> bool:
+        """Whether the gRPC path moves its messages over TCP data lanes (``data_lane`` and TLS decide)."""
+        return self.data_lane == "on" or (self.data_lane == "auto" and self.tls is None)
 
     @staticmethod
     def from_environ(environ: Mapping[str, str] = os.environ) -> "BackendSettings":
@@ -57,7 +67,8 @@ class BackendSettings:
                              f"'too_many_pings'. Fix: set {KEEPALIVE_TIME_VAR} to at least "
                              f"{SERVER_MIN_PING_INTERVAL_S:g}, or unset it (the default is 0.4 x {HEARTBEAT_VAR}).")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
-                               environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive)
+                               environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive,
+                               data_lane_setting(environ))
 
 
 def seconds_setting(environ: Mapping[str, str], name: str, default: float) -> float:
@@ -79,6 +90,16 @@ def keepalive_setting(environ: Mapping[str, str], heartbeat_s: float) -> Keepali
     default = Keepalive.for_heartbeat(heartbeat_s)
     return Keepalive(seconds_setting(environ, KEEPALIVE_TIME_VAR, default.time_s),
                      seconds_setting(environ, KEEPALIVE_TIMEOUT_VAR, default.timeout_s))
+
+
+def data_lane_setting(environ: Mapping[str, str]) -> str:
+    """``MIRRORLAB_DATA_LANE``: ``auto`` (the default: lanes unless TLS is on, where they measured no faster than
+    gRPC), ``on`` (lanes, inside mutual TLS when it is on) or ``off``; ValueError naming the variable."""
+    mode = environ.get(DATA_LANE_VAR, "") or "auto"
+    if mode not in _DATA_LANE_MODES:
+        raise ValueError(f"{DATA_LANE_VAR}={mode!r} is not one of {', '.join(_DATA_LANE_MODES)}. Fix: e.g. "
+                         f"{DATA_LANE_VAR}=off to send every message over gRPC.")
+    return mode
 
 
 def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from mirrorlab.collective.message import Header, Message
 
+from . import wire
 from .wire import WireLimits
 
 __all__ = ["FrameError", "encode", "header_length", "parse_header", "PREFIX_BYTES"]
@@ -45,12 +46,7 @@ def encode(message: Message, limits: WireLimits) -> tuple[np.ndarray, np.ndarray
 
 def header_length(prefix: bytes, limits: WireLimits) -> int:
     """The header length announced by an 8-byte prefix, after checking magic and limit."""
-    magic, length = _PREFIX.unpack(prefix)
-    if magic != MAGIC:
-        raise FrameError(f"corrupt stream: a frame starts with {bytes(magic)!r}, expected {MAGIC!r}")
-    if length > limits.max_header_bytes:
-        raise FrameError(f"frame header of {length} bytes exceeds the limit of {limits.max_header_bytes} bytes")
-    return length
+    return wire.header_length(prefix, limits, layout=_PREFIX, magic=MAGIC, error=FrameError)
 
 
 def parse_header(text: bytes, sender: int, limits: WireLimits) -> tuple[Header, np.dtype, tuple[int, ...]]:

@@ -5,7 +5,8 @@ the payload's raw little-endian bytes. On a stream a frame travels as pieces (``
 several says the frame's whole length, so the receiver fills one buffer instead of joining copies. The
 header says the frame's kind (a collective ``Message``, an ``AbortNotice`` or a ``bye`` when a worker
 ends), its collective group, and for a message the array's dtype and shape. ``decode`` checks every size, dtype and rank against ``WireLimits`` before it touches
-the payload, so a hostile or corrupt frame costs nothing but a ``WireError``.
+the payload, so a hostile or corrupt frame costs nothing but a ``WireError``. On a data lane (``data_lane.py``)
+a message's header also says its payload's length (``lane_parts``), and the payload follows it on the socket.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import numpy as np
 
 from mirrorlab.collective.message import AbortNotice, Header, Message
 
-__all__ = ["WireError", "WireLimits", "Frame", "message_parts", "encode_message", "encode_abort", "encode_bye",
-           "decode", "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES", "PIECE_OVERHEAD"]
+__all__ = ["WireError", "WireLimits", "Frame", "message_parts", "lane_parts", "with_lane_payload", "encode_message",
+           "encode_abort", "encode_bye", "decode", "split", "Reassembler", "MAGIC", "ALLOWED_DTYPES", "CHUNK_BYTES",
+           "PIECE_OVERHEAD", "PREFIX_BYTES", "header_length"]
 
 MAGIC = b"MLW1"
 _PREFIX = struct.Struct(">4sI")
+PREFIX_BYTES = _PREFIX.size
 ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                   "float16", "float32", "float64", "complex64", "complex128")
 KINDS = ("message", "abort", "bye")
@@ -52,12 +55,16 @@ class WireLimits:
 
 @dataclass(frozen=True)
 class Frame:
-    """A decoded frame: ``kind`` is "message" (``message`` set), "abort" (``notice`` set) or "bye"."""
+    """A decoded frame: ``kind`` is "message" (``message`` set), "abort" (``notice`` set) or "bye". A data-lane
+    message frame (its payload follows it on the lane) has ``layout`` (dtype, shape), the payload's byte count in
+    ``lane_bytes`` and no payload yet (``with_lane_payload`` adds it)."""
 
     kind: str
     group: int
     message: Message | None = None
     notice: AbortNotice | None = None
+    lane_bytes: int = 0
+    layout: tuple[str, tuple[int, ...]] | None = None
 
 
 def _frame_parts(head: dict, payload: Buffer = b"") -> list[Buffer]:
@@ -78,13 +85,26 @@ def message_parts(group: int, message: Message) -> list[Buffer]:
     """``encode_message``'s frame as its header bytes and a view of the payload, not yet joined: ``split``
     cuts pieces straight from them, copying the payload once. The view reads the array, so split it
     before the array can change."""
+    head, little = _message_head(group, message)
+    return _frame_parts(head, memoryview(little).cast("B") if little.size else b"")
+
+
+def lane_parts(group: int, message: Message) -> tuple[bytes, np.ndarray]:
+    """``message`` as the data lane sends it: a frame carrying its header, dtype, shape and payload length, then
+    the payload as contiguous little-endian bytes (a view when the array already is)."""
+    head, little = _message_head(group, message)
+    head["lane"] = little.nbytes
+    return _frame(head), little.reshape(-1).view(np.uint8)
+
+
+def _message_head(group: int, message: Message) -> tuple[dict, np.ndarray]:
     array = np.asarray(message.payload)
     if array.dtype.name not in ALLOWED_DTYPES:
         raise WireError(f"cannot send dtype {array.dtype.name}: the wire carries only {', '.join(ALLOWED_DTYPES)}")
     little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     head = {"kind": "message", "group": group, "header": message.header.to_json(),
             "dtype": array.dtype.name, "shape": list(array.shape)}
-    return _frame_parts(head, memoryview(little).cast("B") if little.size else b"")
+    return head, little
 
 
 def encode_abort(group: int, notice: AbortNotice) -> bytes:
@@ -103,11 +123,7 @@ def decode(frame: bytes, limits: WireLimits = WireLimits()) -> Frame:
         raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {limits.max_bytes} bytes")
     if len(frame) < _PREFIX.size:
         raise WireError(f"truncated frame: {len(frame)} bytes, shorter than the {_PREFIX.size}-byte prefix")
-    magic, head_len = _PREFIX.unpack_from(frame)
-    if magic != MAGIC:
-        raise WireError(f"not a mirrorlab frame: starts with {bytes(magic)!r}, expected {MAGIC!r}")
-    if head_len > limits.max_header_bytes:
-        raise WireError(f"frame header of {head_len} bytes exceeds the limit of {limits.max_header_bytes} bytes")
+    head_len = header_length(frame, limits)
     end = _PREFIX.size + head_len
     if len(frame) < end:
         raise WireError(f"truncated frame: header says {head_len} bytes, only {len(frame) - _PREFIX.size} present")
@@ -118,6 +134,19 @@ def decode(frame: bytes, limits: WireLimits = WireLimits()) -> Frame:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
         raise WireError(f"malformed frame header: {type(exc).__name__}: {exc}") from None
+
+
+def header_length(prefix: Buffer, limits: WireLimits = WireLimits(), *, layout: struct.Struct = _PREFIX,
+                  magic: bytes = MAGIC, error: type[ValueError] = WireError) -> int:
+    """The header length a frame's prefix (its first ``layout.size`` bytes) declares, after checking its magic
+    and ``limits.max_header_bytes``, so a stream reader knows how much to read before reading it; raises ``error``.
+    The shared-memory frames (``shm_frame.py``) pass their own layout, magic and error."""
+    found, length = layout.unpack_from(prefix)
+    if found != magic:
+        raise error(f"corrupt stream: a frame starts with {bytes(found)!r}, expected {magic!r}")
+    if length > limits.max_header_bytes:
+        raise error(f"frame header of {length} bytes exceeds the limit of {limits.max_header_bytes} bytes")
+    return length
 
 
 def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:
@@ -139,14 +168,39 @@ def _parse(head: Any, payload: memoryview, limits: WireLimits) -> Frame:
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise WireError(f"shape dimensions must be non-negative integers, got {str(shape)[:80]}")
     expected = math.prod(shape) * np.dtype(dtype).itemsize
+    header = Header.from_json(head["header"])
+    if "lane" in head:
+        return _lane_frame(group, header, dtype, shape, head["lane"], expected, len(payload), limits)
     if expected != len(payload):
         raise WireError(f"payload of {len(payload)} bytes does not match {dtype}{shape} ({expected} bytes): "
                         "truncated or corrupt frame")
-    header = Header.from_json(head["header"])
+    return Frame(kind, group, message=Message(header, _array(dtype, shape, payload)))
+
+
+def _lane_frame(group: int, header: Header, dtype: str, shape: list, lane: Any, expected: int, inline: int,
+                limits: WireLimits) -> Frame:
+    """A message frame whose payload follows on the data lane, checked before any byte of it is read."""
+    if not isinstance(lane, int) or isinstance(lane, bool) or lane != expected or inline:
+        raise WireError(f"data-lane frame declares {str(lane)[:40]} payload bytes and carries {inline} inline; "
+                        f"{dtype}{shape} needs {expected} on the lane and none inline")
+    if expected > limits.max_bytes:
+        raise WireError(f"data-lane payload of {expected} bytes exceeds the limit of {limits.max_bytes} bytes")
+    return Frame("message", group, message=Message(header, None), lane_bytes=expected,
+                 layout=(dtype, tuple(shape)))
+
+
+def with_lane_payload(frame: Frame, payload: Buffer) -> Frame:
+    """``frame`` (a data-lane message frame) with the ``frame.lane_bytes`` bytes read from the lane."""
+    dtype, shape = frame.layout
+    return Frame("message", frame.group, message=Message(frame.message.header, _array(dtype, shape, payload)))
+
+
+def _array(dtype: str, shape: Any, payload: Buffer) -> np.ndarray:
+    """The read-only native-order array of ``payload``'s little-endian bytes (their length already checked)."""
     array = np.frombuffer(payload, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
     array = array.astype(np.dtype(dtype), copy=False)  # native byte order (a no-op on little-endian hosts)
     array.flags.writeable = False
-    return Frame(kind, group, message=Message(header, array))
+    return array
 
 
 def split(frame: Buffer | list[Buffer], chunk: int = CHUNK_BYTES) -> Iterator[bytes]:

@@ -3,7 +3,8 @@
 Every path runs in the same worker processes, interleaved (repetition, then size, then path), so they
 share the machine's state: mirrorlab over shared memory (each all-reduce algorithm, and "auto", the one
 ``collective/algorithm_choice.py`` picks for the size), mirrorlab over gRPC (ring, pipelined ring, auto)
-when ``mirrorlab.backend.grpc_transport`` exists, ``torch.distributed`` gloo when torch is importable, and
+when ``mirrorlab.backend.grpc_transport`` exists, without ("grpc ...") and with TCP data lanes ("grpc+lane ...",
+``backend/data_lane.py``), ``torch.distributed`` gloo when torch is importable, and
 TensorFlow's ``MultiWorkerMirroredStrategy`` with the RING implementation (CPU collectives over its own
 gRPC) when tensorflow is importable. Each repetition starts after a barrier and counts the slowest rank's
 time; busbw = bytes / time x 2(n-1)/n, as nccl-tests define it.
@@ -117,25 +118,32 @@ def _tf_path(rank: int, n: int, ports: list[int]) -> Callable[[np.ndarray], obje
     return run
 
 
-def _grpc_comm(rank: int, n: int, ports: list[int], names: list[str]) -> tuple[Communicator, object]:
+def _grpc_comm(rank: int, n: int, ports: list[int], names: list[str], lanes: bool) -> tuple[Communicator, object]:
+    """A communicator over gRPC, with data lanes for payloads of at least the default size when ``lanes``."""
+    from mirrorlab.backend.data_lane import DataLanes
     from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
-    node = PeerNode(rank, names, [f"127.0.0.1:{p}" for p in ports], token=f"bench-{ports[0]}")
+    token = f"bench-{ports[0]}"
+    node = PeerNode(rank, names, [f"127.0.0.1:{p}" for p in ports], token=token)
+    lane = DataLanes(node, token) if lanes else None
     node.start()
+    if lane is not None and len(lane.open(120)) != n - 1:
+        raise RuntimeError("could not open a data lane to every peer")
     return Communicator(rank, n, names, GrpcTransport(node, group=0)), node
 
 
 def worker(rank: int, n: int, config: dict, out: str) -> None:
     """One benchmark process: set up every path, then time them interleaved; save times as ``<rank>.npy``."""
     names = [f"/job:worker/task:{r}" for r in range(n)]
-    closers = []
-    if config["grpc"]:
-        grpc_comm, node = _grpc_comm(rank, n, config["grpc_ports"], names)
-        closers.append(node.close)
+    closers, grpc_comms = [], {}
+    for prefix, lanes in (("grpc", False), ("grpc+lane", True)):
+        if config["grpc"] and _wanted(prefix, config["only"]):
+            grpc_comms[prefix], node = _grpc_comm(rank, n, config[f"{prefix} ports"], names, lanes)
+            closers.append(node.close)
     with ShmTransport.connect(config["session"], rank, n, names=names, timeout=120) as transport:
         comm = Communicator(rank, n, names, transport)
         paths = _mirrorlab_paths("shm", comm, SHM_ALGORITHMS)
-        if config["grpc"]:
-            paths.update(_mirrorlab_paths("grpc", grpc_comm, GRPC_ALGORITHMS))
+        for prefix, grpc_comm in grpc_comms.items():
+            paths.update(_mirrorlab_paths(prefix, grpc_comm, GRPC_ALGORITHMS))
         if config["torch"]:
             paths["gloo"] = _gloo_path(rank, n, config["gloo_port"])
         if config["tf"]:
@@ -159,6 +167,11 @@ def worker(rank: int, n: int, config: dict, out: str) -> None:
         close()
 
 
+def _wanted(prefix: str, only: list[str] | None) -> bool:
+    """Whether any path of transport ``prefix`` (e.g. "grpc+lane") is to be timed."""
+    return only is None or any(name.split(" ")[0] == prefix for name in only)
+
+
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
@@ -175,10 +188,10 @@ def measure(n: int, sizes: list[int], reps: int, warmup: int, use_grpc: bool, us
     """Per path, an array (reps, sizes) of the slowest rank's seconds, from ``n`` spawned processes
     (started with ``malloc_tuning``'s environment when ``reuse_memory``: it applies to every path);
     ``only`` keeps the paths of those names."""
-    ports = _free_ports(2 * n + 1)
+    ports = _free_ports(3 * n + 1)
     config = {"session": f"bench{uuid.uuid4().hex[:10]}", "sizes": sizes, "reps": reps, "warmup": warmup,
-              "grpc": use_grpc, "torch": use_torch, "tf": use_tf, "only": only, "grpc_ports": ports[:n],
-              "gloo_port": ports[n], "tf_ports": ports[n + 1:]}
+              "grpc": use_grpc, "torch": use_torch, "tf": use_tf, "only": only, "grpc ports": ports[:n],
+              "grpc+lane ports": ports[2 * n + 1:], "gloo_port": ports[n], "tf_ports": ports[n + 1:2 * n + 1]}
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as out:
         processes = [context.Process(target=worker, args=(r, n, config, out), daemon=True) for r in range(n)]

@@ -88,10 +88,10 @@ def unseeded_shuffle() -> dict:
     return {"batches": [batch.numpy().tolist() for batch in dataset]}
 
 
-def slow_all_reduce() -> dict:
-    """All-reduces for a long time (until killed); prints READY once collectives are running."""
+def slow_all_reduce(length: str = "1000") -> dict:
+    """All-reduces ``length`` floats for a long time (until killed); prints READY once collectives are running."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    value = tf.constant(np.ones(1000, np.float32))
+    value = tf.constant(np.ones(int(length), np.float32))
     for i in range(100000):
         strategy.reduce("SUM", strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", value)),
                         axis=None)

@@ -169,6 +169,24 @@ def test_kill_9_during_all_reduce_makes_survivors_name_the_worker(path):
     assert "all_reduce(SUM) float32[1000]" in out
 
 
+def test_data_lanes_give_the_simulators_results_and_are_reported(monkeypatch):
+    monkeypatch.setitem(_DEFAULTS, "MIRRORLAB_TRANSPORT", "grpc")
+    simulated = SimCluster(workers=2).run(backend_programs.custom_loop).values()
+    for lane, shown in (("auto", "TRANSPORT grpc+lane\n"), ("off", "TRANSPORT grpc\n")):
+        code, out = run_launch(2, "custom_loop", MIRRORLAB_DATA_LANE=lane)
+        assert code == 0 and shown in out, out
+        assert results(out) == simulated
+
+
+def test_kill_9_mid_transfer_on_a_data_lane_makes_the_survivor_name_the_worker(monkeypatch):
+    monkeypatch.setitem(_DEFAULTS, "MIRRORLAB_TRANSPORT", "grpc")
+    out = _launch_and_kill_worker_1(2, "slow_all_reduce", str(8 << 20), wait=random.uniform(0.0, 0.2))
+    assert "[launch] worker 1 exited with signal SIGKILL" in out
+    assert "[worker 0] mirrorlab.errors.UnavailableError: Collective ops is aborted by: worker 1 " \
+           "(/job:worker/replica:0/task:1" in out, out
+    assert "all_reduce(SUM) float32[8388608]" in out and "[worker 0] Diagnosis (" in out, out
+
+
 def test_kill_9_during_checkpoint_saves_makes_survivors_name_the_worker_and_keeps_the_chiefs_checkpoint(tmp_path,
                                                                                                        path):
     out = _launch_and_kill_worker_1(2, "saving_loop", str(tmp_path / "ckpt"), wait=random.uniform(0.0, 0.2))

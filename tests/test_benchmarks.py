@@ -56,6 +56,16 @@ def test_allreduce_benchmark_runs_and_reports_bus_bandwidth(monkeypatch):
     assert "4 KiB" in table and "shm ring" in table and "busbw GB/s" in table
 
 
+def test_allreduce_benchmark_times_the_grpc_path_with_data_lanes(monkeypatch):
+    """The gRPC rows with data lanes ("grpc+lane ...") run on their own nodes, set up only when asked for."""
+    monkeypatch.syspath_prepend(str(BENCH.parent))
+    bench = importlib.import_module("bench_allreduce")
+    results = bench.measure(2, [4096, 1 << 20], reps=1, warmup=0, use_grpc=True, use_torch=False, timeout=120,
+                            only=["grpc+lane ring", "grpc+lane auto"])
+    assert set(results) == {"grpc+lane ring", "grpc+lane auto"}
+    assert all(times.shape == (1, 2) and (times > 0).all() for times in results.values())
+
+
 def test_tiny_collective_benchmark_reports_a_time_per_replica():
     """The tiny-collective benchmark runs on a few workers and reports a positive time per replica."""
     spec = importlib.util.spec_from_file_location("bench_tiny_collective", BENCH.parent / "bench_tiny_collective.py")

@@ -130,7 +130,8 @@ class StrategyExtended(ExtendedApi):
 
     @property
     def transport_name(self) -> str:
-        """What carries this worker's collectives: ``simulated``, ``grpc``, ``shm`` or ``local``."""
+        """What carries this worker's collectives: ``simulated``, ``grpc`` (``grpc+lane`` when messages travel
+        on TCP data lanes), ``shm`` or ``local``."""
         return self._runtime.transport_name
 
     @property

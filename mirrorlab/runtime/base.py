@@ -18,7 +18,7 @@ class WorkerRuntime:
     """What one worker's strategy is bound to: its devices, its member of the collective group, its
     clock and trace, and the hooks where a simulator injects faults (no-ops here)."""
 
-    transport_name = "local"  # what carries this worker's collectives ("simulated", "grpc", "shm")
+    transport_name = "local"  # what carries this worker's collectives ("simulated", "grpc", "grpc+lane", "shm")
 
     def __init__(self, comm: Communicator, devices: Sequence[str], trace: Trace | None = None) -> None:
         self.comm = comm
