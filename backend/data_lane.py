@@ -24,6 +24,7 @@ from collections.abc import Callable
 import grpc
 import numpy as np
 
+from mirrorlab import errors
 from mirrorlab.tensor import immutable
 
 from . import wire
@@ -31,7 +32,7 @@ from .grpc_transport import PeerNode
 from .keepalive import Keepalive
 from .lane_auth import LaneAuthError, answer_challenge, challenge
 from .lane_io import LaneClosed, recv_into_all, send_all, tune
-from .settings import DEFAULT_KEEPALIVE
+from .settings import DATA_LANE_PORT_VAR, DATA_LANE_VAR, DEFAULT_KEEPALIVE
 
 __all__ = ["DataLanes", "LANE_PORT_METHOD"]
 
@@ -45,10 +46,11 @@ log = logging.getLogger("mirrorlab.backend")
 
 class DataLanes:
     """This worker's data lanes on ``node`` (create before ``node.start()``, ``open`` after the rendezvous);
-    ``tls``: the (listening, connecting) contexts of mutual TLS (``lane_tls.py``)."""
+    ``tls``: the (listening, connecting) contexts of mutual TLS (``lane_tls.py``); ``port``: where it listens (0: any
+    free port; ``MIRRORLAB_DATA_LANE_PORT`` sets it for a firewall)."""
 
     def __init__(self, node: PeerNode, token: str, keepalive: Keepalive = DEFAULT_KEEPALIVE,
-                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None) -> None:
+                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None, port: int = 0) -> None:
         self.node = node
         self._token = token
         self._keepalive = keepalive
@@ -59,8 +61,14 @@ class DataLanes:
         self._stopping = False
         self.refused: list[str] = []  # why each client that failed the handshake was dropped
         host = node.bind_host
-        self._listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                              backlog=2 * node.size + 4)
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self._listener = socket.create_server((host, port), family=family, backlog=2 * node.size + 4)
+        except OSError as exc:
+            raise errors.UnavailableError(
+                f"{node.label(node.rank)} could not listen for data lanes on {host}:{port}: {exc.strerror}. Fix: "
+                f"set {DATA_LANE_PORT_VAR} to a free port of this machine (or unset it for any free port), or "
+                f"{DATA_LANE_VAR}=off to keep every message on gRPC.") from None
         self.port = self._listener.getsockname()[1]
         node.serve(LANE_PORT_METHOD, lambda request, caller: json.dumps({"port": self.port}).encode("utf-8"))
         node.lanes = self

@@ -127,7 +127,7 @@ class BackendEnvironment(LocalEnvironment):
         lanes = None
         if self.transport_name == "grpc" and settings.uses_data_lanes:
             lanes = DataLanes(node, settings.token, settings.keepalive,
-                              lane_contexts(settings.tls) if settings.tls else None)
+                              lane_contexts(settings.tls) if settings.tls else None, settings.data_lane_port)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()

@@ -16,7 +16,7 @@ import struct
 
 from .lane_io import LaneClosed, recv_exactly
 
-__all__ = ["LaneAuthError", "challenge", "answer_challenge", "check_answer", "HELLO_BYTES", "ANSWER_BYTES"]
+__all__ = ["LaneAuthError", "challenge", "answer_challenge", "HELLO_BYTES", "ANSWER_BYTES"]
 
 _MAGIC = b"MLL1"
 _NONCE = 32

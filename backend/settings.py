@@ -14,7 +14,7 @@ from .tls import TlsFiles
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
            "KEEPALIVE_TIME_VAR", "KEEPALIVE_TIMEOUT_VAR", "FINGERPRINT_VAR", "RENDEZVOUS_DEFAULT_S",
            "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint",
-           "DATA_LANE_VAR", "data_lane_setting"]
+           "DATA_LANE_VAR", "DATA_LANE_PORT_VAR", "data_lane_setting", "port_setting"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
@@ -29,6 +29,7 @@ DEVICES_VAR = "MIRRORLAB_DEVICES_PER_WORKER"
 FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
 DATA_LANE_VAR = "MIRRORLAB_DATA_LANE"  # the gRPC path's messages on TCP data lanes: auto (without TLS), on, off
 _DATA_LANE_MODES = ("auto", "on", "off")
+DATA_LANE_PORT_VAR = "MIRRORLAB_DATA_LANE_PORT"  # the lane's listening port (a firewall opens it); 0: any free port
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class BackendSettings:
     tls: TlsFiles | None = None
     keepalive: Keepalive = DEFAULT_KEEPALIVE
     data_lane: str = "auto"
+    data_lane_port: int = 0
 
     @property
     def uses_data_lanes(self) -> bool:
@@ -68,7 +70,7 @@ class BackendSettings:
                              f"{SERVER_MIN_PING_INTERVAL_S:g}, or unset it (the default is 0.4 x {HEARTBEAT_VAR}).")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
                                environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive,
-                               data_lane_setting(environ))
+                               data_lane_setting(environ), port_setting(environ, DATA_LANE_PORT_VAR))
 
 
 def seconds_setting(environ: Mapping[str, str], name: str, default: float) -> float:
@@ -100,6 +102,15 @@ def data_lane_setting(environ: Mapping[str, str]) -> str:
         raise ValueError(f"{DATA_LANE_VAR}={mode!r} is not one of {', '.join(_DATA_LANE_MODES)}. Fix: e.g. "
                          f"{DATA_LANE_VAR}=off to send every message over gRPC.")
     return mode
+
+
+def port_setting(environ: Mapping[str, str], name: str) -> int:
+    """The TCP port the variable ``name`` sets, 0 (any free port) when unset; ValueError naming it."""
+    raw = environ.get(name, "") or "0"
+    if not raw.isdigit() or int(raw) > 65535:
+        raise ValueError(f"{name}={raw!r} is not a TCP port (0-65535). Fix: e.g. {name}=7000, a port your "
+                         "firewall lets through, or unset it for any free port.")
+    return int(raw)
 
 
 def devices_per_worker(environ: Mapping[str, str] = os.environ) -> int | None:

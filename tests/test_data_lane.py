@@ -24,7 +24,7 @@ from mirrorlab.backend import data_lane, lane_auth, wire
 from mirrorlab.backend.data_lane import DataLanes
 from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
 from mirrorlab.backend.lane_tls import lane_contexts
-from mirrorlab.backend.settings import BackendSettings, data_lane_setting
+from mirrorlab.backend.settings import BackendSettings, data_lane_setting, port_setting
 from mirrorlab.backend.tls import TlsFiles
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.collective.allreduce_ring import allreduce_ring
@@ -333,3 +333,25 @@ def test_the_lane_listens_exactly_where_the_grpc_server_binds(host, bind_host):
         assert lanes._listener.getsockname() == (bind_host or host, lanes.port)
     finally:
         lanes.close()
+
+
+def test_a_fixed_lane_port_is_used_and_a_taken_one_names_the_variable_and_the_fix():
+    assert port_setting({}, "MIRRORLAB_DATA_LANE_PORT") == 0
+    with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE_PORT='70000' is not a TCP port \(0-65535\)\. Fix"):
+        port_setting({"MIRRORLAB_DATA_LANE_PORT": "70000"}, "MIRRORLAB_DATA_LANE_PORT")
+    wanted = free_ports(1)[0]
+    assert BackendSettings.from_environ({"MIRRORLAB_CLUSTER_TOKEN": TOKEN,
+                                         "MIRRORLAB_DATA_LANE_PORT": str(wanted)}).data_lane_port == wanted
+    names = ["/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"]
+    first = PeerNode(0, names, [f"127.0.0.1:{free_ports(1)[0]}", "127.0.0.1:1"], TOKEN)
+    second = PeerNode(0, names, [f"127.0.0.1:{free_ports(1)[0]}", "127.0.0.1:1"], TOKEN)
+    lanes = DataLanes(first, TOKEN, port=wanted)
+    try:
+        assert lanes.port == wanted
+        with pytest.raises(errors.UnavailableError, match=rf"could not listen for data lanes on 127\.0\.0\.1:{wanted}"
+                                                          r".*Fix: set MIRRORLAB_DATA_LANE_PORT to a free port"):
+            DataLanes(second, TOKEN, port=wanted)
+    finally:
+        lanes.close()
+        first.close()
+        second.close()
