@@ -24,12 +24,14 @@ class LocalsPerGreenlet:
     """While entered (on the carrier thread), every greenlet switch swaps the module-level thread-locals' contents.
 
     Locals are found in the modules' globals, again whenever ``sys.modules`` grows (a module imported mid-run);
-    a ``threading.local`` held elsewhere (an object's attribute) stays shared by the thread's greenlets."""
+    a ``threading.local`` held elsewhere (an object's attribute) stays shared by the thread's greenlets. A switch
+    copies only the locals that hold something (a few: the bound environment, the strategy stack)."""
 
     def __init__(self) -> None:
         self._locals: list[threading.local] = []
+        self._dicts: list[dict] = []  # each local's dict on the carrier thread (the same object for its lifetime)
         self._seen_modules = 0
-        self._saved: dict[Any, list[dict]] = {}
+        self._saved: dict[Any, list[tuple[dict, dict]]] = {}
         self._previous: Any = None
 
     def __enter__(self) -> "LocalsPerGreenlet":
@@ -51,6 +53,7 @@ class LocalsPerGreenlet:
                 if isinstance(value, threading.local) and id(value) not in known:
                     known.add(id(value))
                     self._locals.append(value)
+                    self._dicts.append(vars(value))
 
     def _on_switch(self, event: str, args: tuple) -> None:
         if event != "switch" and event != "throw":
@@ -58,12 +61,10 @@ class LocalsPerGreenlet:
         if len(sys.modules) != self._seen_modules:
             self._discover()
         origin, target = args
-        dicts = [vars(local) for local in self._locals]
+        held = [d for d in self._dicts if d]
         if not origin.dead:
-            self._saved[origin] = [d.copy() if d else _EMPTY for d in dicts]
-        incoming = self._saved.pop(target, None)
-        for d, contents in zip(dicts, incoming) if incoming is not None else ((d, _EMPTY) for d in dicts):
-            if d:
-                d.clear()
-            if contents:
-                d.update(contents)
+            self._saved[origin] = [(d, d.copy()) for d in held]
+        for d in held:
+            d.clear()
+        for d, contents in self._saved.pop(target, ()):  # a greenlet that never ran starts with empty ones
+            d.update(contents)
