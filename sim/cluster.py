@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from types import FrameType
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +33,11 @@ from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
 from .randomized_faults import Maybe, activate
 from .root_cause import failure_order, headline, passed_on_from
+from .carriers import choose_carrier
 from .scheduler import Scheduler, SimThread
 from .tracebacks import raise_site, trim_traceback
 from .validation import check_count, check_seconds
-from .watchdog import hang_report
+from .watchdog import frame_of, hang_report
 from .worker_setup import WorkerSetup
 
 __all__ = ["SimCluster", "SimConfig", "RunResult", "SimRun"]
@@ -239,7 +241,8 @@ class SimRun:
         self.random_states = ProcessRandomStates(config.workers)
         self.scheduler = Scheduler(config.seed, on_deadlock=self._deadlock_error,
                                    on_switch=lambda thread: self.random_states.switch(thread.owner),
-                                   watchdog=config.watchdog, on_hang=self._hung)
+                                   watchdog=config.watchdog, on_hang=self._hung,
+                                   carrier=choose_carrier(config.watchdog))
         self.epoch = time.time()  # the simulated workers' wall clock reads epoch + virtual time
         fault_rng = random.Random(f"faults:{config.seed}")
         self.activation = activate(config.faults, config.seed)
@@ -324,13 +327,14 @@ class SimRun:
         self.envs[src].note_fault("message lost", dst=dst, bytes=nbytes, fault=", ".join(culprits),
                                   lost_so_far=self.network.lost[(src, dst)])
 
-    def _hung(self, thread: SimThread, seconds: float) -> None:
-        """The watchdog gave up on ``thread``: its worker ends with a HangError naming where it blocked."""
+    def _hung(self, thread: SimThread, seconds: float, stacks: list[tuple[str, FrameType | None]]) -> None:
+        """The watchdog gave up on ``thread``: its worker ends with a HangError naming where it blocked (``stacks``:
+        what its carrier saw, plus its replica threads' stacks when they are OS threads)."""
         w = thread.owner
         self.envs[w].hung = True
-        threads = [thread.os_thread] + [t for t in threading.enumerate() if t.name.startswith(f"worker {w} (")]
+        stacks = stacks + [(t.name, frame_of(t)) for t in threading.enumerate() if t.name.startswith(f"worker {w} (")]
         error = errors.HangError(hang_report(f"worker {w} (/job:{self.tasks[w][0]}/replica:0/task:{self.tasks[w][1]})",
-                                             seconds, threads, self.config.watchdog))
+                                             seconds, stacks, self.config.watchdog))
         _add_note(error, f"[mirrorlab.sim] worker {w} hung at virtual time {self.scheduler.now:.3f} s "
                          f"(seed={self.config.seed}). Replay: {self.replay_line}")
         self.outcomes[w].error, self.outcomes[w].end_time = error, self.scheduler.now

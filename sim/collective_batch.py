@@ -76,15 +76,17 @@ class _Plan:
         self.computed = False
 
 
-def dry_run(inst: Instance, body: Callable[[Instance], Any]) -> tuple[list[Op], Any] | None:
-    """``body``'s operations and described result, or None when it needs data it cannot have yet (or fails: then
-    the message-by-message run raises the same error)."""
+def dry_run(inst: Instance, body: Callable[[Instance], Any]) -> tuple[list[Op], Any] | NeedsData | None:
+    """``body``'s operations and described result; else the ``NeedsData`` it stopped at, or None when it failed
+    (then the message-by-message run raises the same error)."""
     ops: list[Op] = []
     recorder = _Recorder(inst, ops)
     try:
         result = body(recorder)
         recorder.seal()
-    except (Exception, NeedsData):
+    except NeedsData as needs:
+        return needs
+    except Exception:
         return None
     return ops, result
 
@@ -141,6 +143,8 @@ class Meetings:
         self.network = network
         self._open: dict[tuple[int, int], _Meeting] = {}
         self.computed = 0  # collective instances computed once for all their members so far (the rest: per message)
+        # (algorithm, fingerprint, size, rank) whose dry run needed data: it would again, so it is not tried again
+        self._needs_data: set[tuple] = set()
 
     def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any]) -> Any:
         """Run ``body`` (this member's collective) together with the other members, or message by message."""
@@ -149,8 +153,11 @@ class Meetings:
         if meeting is not None and (meeting.identity() != inst.state or transport.rank in meeting.plans):
             self.release(meeting)
             return body(inst)
-        ahead = dry_run(inst, body)
-        if ahead is None:
+        plan_key = (inst.algorithm, inst.state.fingerprint, transport.size, transport.rank)
+        ahead = None if plan_key in self._needs_data else dry_run(inst, body)
+        if isinstance(ahead, NeedsData) and inst.algorithm is not None:
+            self._needs_data.add(plan_key)  # the same algorithm on the same shapes stops at the same place
+        if ahead is None or isinstance(ahead, NeedsData):
             if meeting is not None:
                 self.release(meeting)
             return body(inst)

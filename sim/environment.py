@@ -3,9 +3,9 @@ simulated network, the virtual clock, and fault points before every step and col
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 
 from mirrorlab import errors
@@ -17,6 +17,7 @@ from mirrorlab.runtime.seeds import op_seed
 from mirrorlab.trace import FAULT_NOTE, TraceNote
 
 from .faults import SAVE_WINDOWS, Fault
+from .greenlet_relay import GreenletRelay
 from .network import SimTransport
 from .worker_setup import WorkerSetup, check_rendezvous
 
@@ -34,6 +35,17 @@ class SimWorkerRuntime(WorkerRuntime):
     def __init__(self, comm: Communicator, devices: Sequence[str], env: "SimWorkerEnv") -> None:
         super().__init__(comm, devices, env.run.trace)
         self.env = env
+        carrier = env.run.scheduler.carrier
+        self._relay = GreenletRelay(carrier.hub) if carrier.greenlets else None
+
+    def make_queue(self) -> Any:
+        return super().make_queue() if self._relay is None else self._relay.queue()
+
+    def spawn(self, target: Callable[[], None], name: str) -> Any:
+        """Replica threads, or greenlets when the worker itself is a greenlet (it must be able to switch to them)."""
+        if self._relay is None:
+            return super().spawn(target, name)
+        return self._relay.spawn(self.bound_to_caller(target), name)
 
     def before_step(self, step: int) -> None:
         self.env.fault_point(step=step)
@@ -63,6 +75,8 @@ class SimWorkerRuntime(WorkerRuntime):
 
 class SimWorkerEnv(Environment):
     """Simulated worker ``worker`` of a run; also the per-thread TF_CONFIG overlay (``environ``)."""
+
+    owns_process = False  # it shares the caller's process (and, carried by a greenlet, its main thread)
 
     def __init__(self, run: "SimRun", worker: int, tf_config: str, setup: WorkerSetup | None = None) -> None:
         self.run = run

@@ -1,10 +1,11 @@
 """Deterministic scheduling of simulated threads on virtual time (SimPy's environment, Trio's MockClock).
 
-Every simulated worker is an OS thread, but only the one holding the baton runs; at each scheduling
-point the baton goes to a runnable thread chosen by a seeded RNG, so one seed is one interleaving.
-When nothing is runnable the virtual clock jumps to the next timer; when there is no timer either,
-every blocked thread is woken with the deadlock report instead of hanging. A thread that holds the baton
-but blocks in real time (outside the scheduler) is given up by the wall-clock watchdog, and the others go on.
+Only the simulated thread holding the baton runs; at each scheduling point the baton goes to a runnable thread
+chosen by a seeded RNG, so one seed is one interleaving, whatever carries the threads (``sim/carriers.py``: OS
+threads, or greenlets on the caller's thread). When nothing is runnable the virtual clock jumps to the next timer;
+when there is no timer either, every blocked thread is woken with the deadlock report instead of hanging. A thread
+that holds the baton but blocks in real time (outside the scheduler) is given up by the wall-clock watchdog, and the
+others go on.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from mirrorlab.errors import DeadlockError
 
-from .watchdog import StillnessMeter
+from .carriers import Carrier, ThreadCarrier
 
 __all__ = ["Scheduler", "SimThread", "TIMEOUT", "WOKEN"]
 
@@ -26,27 +27,28 @@ WOKEN = "woken"
 
 
 class SimThread:
-    """A simulated thread: runs ``fn`` when given the baton, one step at a time."""
+    """A simulated thread: runs ``fn`` when given the baton, one step at a time (its carrier sets ``resume``, and
+    ``os_thread`` when it has one of its own)."""
 
     def __init__(self, scheduler: "Scheduler", name: str, fn: Callable[[], None], owner: Any = None) -> None:
         self.scheduler = scheduler
         self.name = name
         self.owner = owner
         self._fn = fn
-        self._go = threading.Lock()
-        self._go.acquire()
         self.state = "runnable"
         self.blocked_on = ""
         self._wake: Any = None
         self._token = 0
-        self.os_thread = threading.Thread(target=self._main, name=f"sim:{name}", daemon=True)
+        self.resume: Any = None
+        self.os_thread: threading.Thread | None = None
 
-    def _main(self) -> None:
-        self._go.acquire()
+    def main(self) -> "SimThread | None":
+        """Run ``fn``, then leave the schedule; returns the thread to run next (None: the run is over)."""
         try:
             self._fn()
         finally:
-            self.scheduler._exit(self)
+            nxt = self.scheduler._exit(self)
+        return nxt
 
     def __repr__(self) -> str:
         return f"SimThread({self.name!r}, {self.state})"
@@ -59,11 +61,11 @@ class Scheduler:
     given up as hung: ``on_hang(thread, seconds)`` is told, and the other threads go on (None: wait forever).
     ``on_idle`` (set once the network exists, which needs this scheduler) is asked, whenever no thread is runnable,
     before the clock moves or a deadlock is declared, whether it made threads runnable (the network's waiting
-    collectives fall back to messages then)."""
+    collectives fall back to messages then). ``carrier`` runs the threads (OS threads unless given)."""
 
     def __init__(self, seed: int, on_deadlock: Callable[[list[SimThread]], BaseException] | None = None,
                  on_switch: Callable[[SimThread], None] | None = None, watchdog: float | None = None,
-                 on_hang: Callable[[SimThread, float], None] | None = None) -> None:
+                 on_hang: Callable[[SimThread, float], None] | None = None, carrier: Carrier | None = None) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.threads: list[SimThread] = []
@@ -71,12 +73,13 @@ class Scheduler:
         self._runnable: list[SimThread] = []
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = 0
-        self._all_done = threading.Event()
+        self.all_done = threading.Event()
         self._live = 0
         self._on_deadlock = on_deadlock
         self._on_switch = on_switch
-        self._watchdog = watchdog
+        self.watchdog = watchdog
         self._on_hang = on_hang
+        self.carrier: Carrier = carrier if carrier is not None else ThreadCarrier()
         self.on_idle: Callable[[], bool] | None = None
         self.deadlocks = 0
 
@@ -89,24 +92,13 @@ class Scheduler:
         self.threads.append(thread)
         self._runnable.append(thread)
         self._live += 1
-        thread.os_thread.start()
+        self.carrier.prepare(thread)
         return thread
 
     def run(self) -> None:
         """Run until every simulated thread has finished (called from a non-simulated thread)."""
-        if not self.threads:
-            return
-        self._hand_to(self._pick())
-        if self._watchdog is None:
-            self._all_done.wait()
-            return
-        meter = StillnessMeter()
-        while not self._all_done.wait(min(0.1, self._watchdog / 4)):
-            still = meter.still_for()
-            holder = self.current
-            if still >= self._watchdog and holder is not None and holder.state == "running":
-                self._give_up(holder, still)
-                meter.reset()
+        if self.threads:
+            self.carrier.run(self, self._pick())
 
     # -- primitives for the running thread ---------------------------------------------------------
 
@@ -199,39 +191,40 @@ class Scheduler:
         if nxt is me:
             me.state = "running"
             return
-        self._hand_to(nxt)
-        me._go.acquire()
+        self.make_current(nxt)
+        self.carrier.switch(me, nxt)
         me.state = "running"
 
-    def _give_up(self, thread: SimThread, seconds: float) -> None:
-        """Take the baton from ``thread``, blocked in real time for ``seconds``, and let the others go on; it never
-        gets the baton back (its environment makes it stop at its next call into the simulation)."""
+    def give_up(self, thread: SimThread, seconds: float, stacks: Any = None) -> SimThread | None:
+        """Take the baton from ``thread``, blocked in real time for ``seconds``, and return the thread to run next
+        (None: the run is over); it never gets the baton back (its environment makes it stop at its next call into
+        the simulation). ``stacks``: what the carrier saw of it, passed to ``on_hang``."""
         thread.state = "hung"
         self._live -= 1
         if self._on_hang is not None:
-            self._on_hang(thread, seconds)
-        self._pass_on()
+            self._on_hang(thread, seconds, stacks)
+        return self._next_or_done()
 
-    def _exit(self, me: SimThread) -> None:
+    def _exit(self, me: SimThread) -> SimThread | None:
+        """``me`` finished: the thread to run next (None: the run is over, or ``me`` was given up already)."""
         if me.state == "hung":  # given up by the watchdog: no longer part of the schedule
-            return
+            return None
         me.state = "done"
         self._live -= 1
-        self._pass_on()
+        return self._next_or_done()
 
-    def _pass_on(self) -> None:
-        """Hand the baton to the next runnable thread, or mark the run finished when none is left."""
+    def _next_or_done(self) -> SimThread | None:
+        """The next runnable thread, or None after marking the run finished when none is left."""
         nxt = self._pick()
         if nxt is None:
             self.current = None
-            self._all_done.set()
-            return
-        self._hand_to(nxt)
+            self.all_done.set()
+        return nxt
 
-    def _hand_to(self, nxt: SimThread) -> None:
-        """Give the baton to ``nxt`` (after ``on_switch`` has set up its process-wide state)."""
+    def make_current(self, nxt: SimThread) -> None:
+        """Give the baton to ``nxt`` (after ``on_switch`` has set up its process-wide state); its carrier then
+        resumes it."""
         if self._on_switch is not None:
             self._on_switch(nxt)
         self.current = nxt
         nxt.state = "running"
-        nxt._go.release()

@@ -64,15 +64,16 @@ def format_stack(frame: FrameType) -> str:
     return "".join(traceback.format_list(entries[first_user:][-STACK_DEPTH:])).rstrip("\n")
 
 
-def hang_report(who: str, seconds: float, threads: list[threading.Thread], watchdog: float) -> str:
-    """The HangError text: who blocked where, each of its blocked threads' stack, and the fix."""
-    stacks = [(thread, frame) for thread in threads if (frame := frame_of(thread)) is not None]
+def hang_report(who: str, seconds: float, stacks: list[tuple[str, FrameType | None]], watchdog: float) -> str:
+    """The HangError text: who blocked where, each of its blocked threads' stack (name, innermost frame), and
+    the fix."""
+    stacks = [(name, frame) for name, frame in stacks if frame is not None]
     site = next((s for _, frame in reversed(stacks) if (s := user_site(frame)) is not None), None)
     lines = [f"{who} has been blocked outside mirrorlab for {seconds:.1f} s of real time"
              f"{' at ' + site if site else ''}, holding the simulation: no other worker could run, and TF would "
              "wait here forever. The simulator gave up on this worker and let the others go on."]
-    for thread, frame in stacks:
-        lines.append(f"Stack of thread {thread.name!r} (innermost last):\n{format_stack(frame)}")
+    for name, frame in stacks:
+        lines.append(f"Stack of thread {name!r} (innermost last):\n{format_stack(frame)}")
     lines.append("Fix: do not wait in real time for another worker inside a simulated program "
                  "(threading.Event, time.sleep, queue.get, sockets): exchange data through collectives, and poll "
                  "with mirrorlab.runtime.clock.sleep, which waits in virtual time. If this worker merely computes "

@@ -201,7 +201,8 @@ def test_a_dry_run_of_the_pipelined_ring_describes_what_it_writes_into_its_resul
 
 
 def test_gather_reduce_in_ring_order_adds_into_a_numpy_array_so_it_runs_message_by_message():
-    assert dry_run(_Inst(1, 2), lambda inst: allreduce_gather_reduce(inst, np.ones(4, np.float32))) is None
+    assert isinstance(dry_run(_Inst(1, 2), lambda inst: allreduce_gather_reduce(inst, np.ones(4, np.float32))),
+                      NeedsData)
 
 
 def test_a_filled_array_is_written_once_per_element_and_read_only_where_written():
@@ -223,3 +224,20 @@ def test_a_filled_array_is_written_once_per_element_and_read_only_where_written(
     from mirrorlab.sim.lazy_eval import replay
     assert replay(filled).tolist() == [0, 1, 2, 3, 9, 9]
     assert replay(filled[2:5] + np.ones(3, np.float32)).tolist() == [3, 4, 10]
+
+
+def test_a_dry_run_that_needed_data_is_not_tried_again_for_the_same_algorithm_and_shapes(monkeypatch):
+    import mirrorlab.sim.collective_batch as collective_batch
+
+    tried: list[str] = []
+    real = collective_batch.dry_run
+    monkeypatch.setattr(collective_batch, "dry_run", lambda inst, body: tried.append(inst.algorithm) or real(inst, body))
+
+    def program():  # 2 workers, 4 floats: gather-reduce in ring order, which adds into np.empty (message by message)
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        return [float(strategy.reduce("sum", tf.constant([1.0, 2.0, 3.0, float(k)]), axis=None)[3]) for k in range(4)]
+
+    result = SimCluster(workers=2, seed=5).run(program)
+    assert result.values() == [[0.0, 2.0, 4.0, 6.0]] * 2
+    gather_reduce = [name for name in tried if name is not None and "gather" in name]
+    assert len(gather_reduce) == 2, tried  # once per worker, not once per reduce

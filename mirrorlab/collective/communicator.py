@@ -109,6 +109,7 @@ class Instance:
         self.state = state
         self.deadline = deadline
         self.timeout = timeout
+        self.algorithm: str | None = None  # the cross-worker algorithm's name, where the group chose one
 
     @property
     def rank(self) -> int:

@@ -107,6 +107,7 @@ class CollectiveGroup:
             self._record(self.comm.seq, fingerprint, site, local_shapes, self.comm.now(), "error", _error_text(exc),
                          inputs, None, algorithm)
             raise
+        inst.algorithm = algorithm
         if self._before is not None:
             self._before(inst.state.seq)
         start = self.comm.now()

@@ -99,7 +99,8 @@ class PreemptionCheckpointHandler:
         self._step_to_checkpoint: int | None = None  # agreed by every worker
         self._own_notice = threading.Event()  # this worker was told it will be terminated
         self._announced = False
-        if self._watcher is None and threading.current_thread() is threading.main_thread():
+        if (self._watcher is None and threading.current_thread() is threading.main_thread()
+                and current_environment().owns_process):
             signal.signal(signal.SIGTERM, lambda signum, frame: self._own_notice.set())
 
     def _agreeing_strategy(self, checkpoint: Checkpoint) -> Any:

@@ -77,20 +77,22 @@ class ThreadPool(ReplicaPool):
     handler) and starts the next stretch, or, when all have returned, wakes the thread that called ``run``.
 
     ``name`` (the worker's label) names its threads and its errors; ``spawn(target, name)`` starts a thread
-    bound to the worker's environment; ``on_desync(error)`` is
+    bound to the worker's environment, and ``make_queue()`` makes the queues it waits on (the simulator's greenlet
+    carrier gives greenlets and queues that switch between them); ``on_desync(error)`` is
     told when replicas disagree, so the worker can abort the cross-worker group too; ``order(ids)``
     gives the order in which the given replicas run their next stretch.
     """
 
     def __init__(self, size: int, spawn: Callable[[Callable[[], None], str], Any], name: str,
                  on_desync: Callable[[errors.OpError], None],
-                 order: Callable[[list[int]], list[int]] = list) -> None:
+                 order: Callable[[list[int]], list[int]] = list,
+                 make_queue: Callable[[], Any] = queue.SimpleQueue) -> None:
         self.size = size
         self._name = name
         self._on_desync = on_desync
         self._order = order
-        self._finished: queue.SimpleQueue = queue.SimpleQueue()
-        self._inboxes = [queue.SimpleQueue() for _ in range(size)]
+        self._finished = make_queue()
+        self._inboxes = [make_queue() for _ in range(size)]
         self._requests: list[SyncRequest | None] = [None] * size
         self._outcomes: list[tuple[bool, Any] | None] = [None] * size
         self._items: dict[int, Any] = {}

@@ -109,7 +109,7 @@ class StrategyExtended(ExtendedApi):
             self._pool = InlinePool()
         else:
             self._pool = ThreadPool(len(devices), runtime.spawn, runtime.comm.worker_label(rank), runtime.comm.fail,
-                                    runtime.replica_order)
+                                    runtime.replica_order, runtime.make_queue)
             weakref.finalize(strategy, self._pool.close)
             runtime.adopt(self._pool)
 

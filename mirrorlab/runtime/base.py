@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..cluster import ClusterSpec
 from ..collective.communicator import Communicator
@@ -55,8 +57,19 @@ class WorkerRuntime:
             resource.close()
         self._owned.clear()
 
-    def spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+    def make_queue(self) -> Any:
+        """A queue (``put``, blocking ``get``) between the threads ``spawn`` starts and the caller."""
+        return queue.SimpleQueue()
+
+    def spawn(self, target: Callable[[], None], name: str) -> Any:
         """Start a daemon thread that inherits this thread's environment binding (replica threads)."""
+        thread = threading.Thread(target=self.bound_to_caller(target), name=name, daemon=True)
+        thread.start()
+        return thread
+
+    @staticmethod
+    def bound_to_caller(target: Callable[[], None]) -> Callable[[], None]:
+        """``target``, run bound to the environment of the thread calling this (wherever it then runs)."""
         from .binding import current_environment, bind_environment
 
         env = current_environment()
@@ -65,9 +78,7 @@ class WorkerRuntime:
             bind_environment(env)
             target()
 
-        thread = threading.Thread(target=main, name=name, daemon=True)
-        thread.start()
-        return thread
+        return main
 
 
 class Environment(ABC):
@@ -78,6 +89,8 @@ class Environment(ABC):
 
     ``process_state`` holds what a real worker keeps once per process (e.g. Keras' automatic name counters), so
     simulated workers sharing one process each keep their own."""
+
+    owns_process = True  # whether process-wide signals (SIGTERM) are this worker's; not a simulated worker's
 
     @property
     def process_state(self) -> dict:
