@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import nest
+from ..distribute.batch_safe import slice_replicas_of, stacked_replicas
 from ._kernels import portable_math
 from .indexed_slices import accumulate
 from ._kernels.summation import tf_sum
@@ -350,11 +351,23 @@ class GradientTape:
             for key, grad in _backpropagate(one, like(start, one.value), wanted).items():
                 found[key] = grad if key not in found else found[key] + grad
 
+        replicas = stacked_replicas()
+
         def gradient_of(source: Any) -> Any:
             followed = isinstance(source, Tracked) or id(source) in self._watched
             grad = found.get(id(source)) if followed else None
+            if isinstance(source, Tracked) or replicas is None:
+                shape = np.shape(untracked(source))
+            else:  # a variable's gradient in a @batch_safe function run stacked: each local replica's
+                shape = (replicas, *np.shape(untracked(source)))
+                if grad is not None and np.shape(grad) != shape:
+                    raise NotImplementedError(
+                        f"the gradient of {getattr(source, 'name', 'a variable')} has shape {np.shape(grad)}, not "
+                        f"{shape}: an op that reads it in this @batch_safe function run stacked mixes the {replicas} "
+                        "local replicas (only Keras layers that run stacked keep each replica's gradient).\nFix: "
+                        "read weights through such layers, or remove @batch_safe.")
             if grad is None and mode == "zero":
-                return np.zeros(np.shape(untracked(source)), np.dtype(getattr(untracked(source), "dtype", np.float32)))
+                return np.zeros(shape, np.dtype(getattr(untracked(source), "dtype", np.float32)))
             return grad
         return nest.map_structure(lambda source: tensor_view(gradient_of(source)), sources)
 
@@ -420,3 +433,4 @@ def _backpropagate(target: Tracked, seed: Any, intermediates: set[int] = frozens
 
 
 _install_operators()
+slice_replicas_of(Tracked)  # (a @batch_safe function run stacked returns each replica's slice of its tape values)

@@ -18,6 +18,7 @@ import numpy as np
 from ... import errors
 from .._kernels import nn_kernels, portable_math
 from ...distribute import context
+from ...distribute.batch_safe import stacked_replicas
 from ..autodiff import track, unbroadcast, untracked, watched
 from ..nn import broadcasting, compute_average_loss, softplus
 from ..nn_ops import check_labels
@@ -180,13 +181,20 @@ class Loss(ABC):
         rows apart), the labels match the predictions without broadcasting (Keras' rank matching counts ranks, which
         a replica axis would shift), it reduces to the mean over the batch, and its sums along a row stay each
         row's own."""
+        if self.reduction != "sum_over_batch_size":
+            return f"loss {self.name!r} reduces with {self.reduction!r}"
+        return self._rows_refusal(label_shape, prediction_shape)
+
+    def _rows_refusal(self, label_shape: tuple, prediction_shape: tuple) -> str | None:
+        """``stack_refusal`` but for the reduction: why the per-example losses and their gradients cannot be computed
+        for all replicas at once, each row as its replica's own; None when they can."""
         width = prediction_shape[-1]
         if not vars(type(self)).get("_stacks"):
             return f"loss {self.name!r} ({type(self).__name__}) has no stacked execution"
         if tuple(label_shape) not in self._stacked_label_shapes(tuple(prediction_shape)):
             return f"loss {self.name!r} broadcasts labels of shape {tuple(label_shape)} to {tuple(prediction_shape)}"
-        if self.reduction != "sum_over_batch_size" or getattr(self, "axis", -1) != -1:
-            return f"loss {self.name!r} reduces with {self.reduction!r} over axis {getattr(self, 'axis', -1)}"
+        if getattr(self, "axis", -1) != -1:
+            return f"loss {self.name!r} reduces over axis {self.axis}"
         if getattr(self, "ignore_class", None) is not None:
             return f"loss {self.name!r} masks ignore_class={self.ignore_class}"
         if not rows_summed_apart(width, self.dtype):
@@ -237,6 +245,8 @@ class Loss(ABC):
         tracked = y_pred
         y_pred = asarray(untracked(y_pred), self.dtype)
         y_true = like(asarray(untracked(y_true), self.dtype), y_pred)
+        if stacked_replicas() is not None:
+            return self._stacked_weighted(tracked, y_true, y_pred, sample_weight, traced)
         mask = self._mask(y_true, y_pred)
         if mask is not None:
             sample_weight = self._mask_weight(mask, sample_weight)
@@ -258,6 +268,26 @@ class Loss(ABC):
             upstream = unbroadcast(upstream, matched_shape).reshape(per_example.shape)
             return [(tracked, self.grad(y_true, y_pred, upstream))]
         return track(_reduce(losses, scale), backward, (tracked,))
+
+    def _stacked_weighted(self, tracked: Any, y_true: Any, y_pred: Any, sample_weight: Any, traced: bool) -> Any:
+        """``_weighted`` in a ``@batch_safe`` function run stacked (labels and predictions carry the local replicas
+        first): each replica's losses reduced on their own, as ``_weighted`` reduces one replica's, bit for bit."""
+        refusal = "sample weights" if sample_weight is not None else self._rows_refusal(y_true.shape[1:],
+                                                                                        y_pred.shape[1:])
+        if refusal is not None:
+            raise NotImplementedError(f"{refusal}: loss {self.name!r} cannot run in a @batch_safe function run "
+                                      "stacked.\nFix: a loss that runs stacked (see docs/keras.md, Stacked "
+                                      "replicas) without sample weights, or remove @batch_safe.")
+        losses = asarray(self.call(y_true, y_pred), self.dtype)
+        scale = _reduction_scale(losses[0], None, self.reduction, traced)  # (each replica's own)
+
+        def backward(g: Any) -> list[tuple[Any, Any]]:
+            upstream = g if scale is None else _scaled(g, scale)
+            upstream = np.reshape(upstream, np.shape(upstream) + (1,) * (losses.ndim - np.ndim(upstream)))
+            return [(tracked, self.grad(y_true, y_pred, np.broadcast_to(upstream, losses.shape)))]
+        reduced = losses if scale is None else asarray(_scaled(tf_sum_rows(losses.reshape(len(losses), -1)), scale),
+                                                       self.dtype)
+        return track(reduced, backward, (tracked,))
 
     def per_example(self, y_true: Any, y_pred: Any) -> Any:
         """Keras' function form of the loss (``keras.losses.mean_squared_error`` ...): per-example values."""

@@ -24,6 +24,7 @@ from ..array_ops import reduce_mean
 from ..autodiff import GradientTape, add_n, track, untracked
 from ..data.dataset import Dataset
 from ...distribute import context
+from ...distribute.batch_safe import stacked_replicas
 from ...distribute.input_lib import DistributedDataset
 from ...distribute.values import DistributedValues, PerReplicaSpec
 from ...distribute.variables import Variable
@@ -321,7 +322,7 @@ class Model(Layer):
             return self._symbolic_call(inputs, args, kwargs, training)
         x = untracked(inputs)
         if self._in_sequence:
-            shape = np.shape(x)
+            shape = np.shape(x)[0 if stacked_replicas() is None else 1:]  # (one replica's in a stacked run)
             if not self.built:  # in ``run`` the replicas build it once, together (as TF's creator merges there)
                 if self._in_own_run():
                     context.get_replica_context().merge_call(lambda _: None if self.built else self.build(shape))

@@ -25,7 +25,7 @@ from ...tensor import asarray, is_cupy
 from ..autodiff import GradientTape, Tracked, untracked
 from . import activations
 from .data_adapter import unpack_x_y_sample_weight
-from .layers import BuiltinLayer, Layer
+from .layers import BuiltinLayer, Layer, stack_refusal_of
 from .optimizers import Optimizer, _cast
 
 if TYPE_CHECKING:
@@ -126,9 +126,7 @@ def _fits(model: "Model", x: Any) -> bool:
 def _layers_refusal(layers: list[Layer], shape: tuple) -> str | None:
     """The first layer's refusal to run stacked on one replica's input of ``shape`` (then its output's), or None."""
     for layer in layers:
-        if not isinstance(layer, BuiltinLayer) or "stack_refusal" not in vars(type(layer)):
-            return f"layer {layer.name!r} ({type(layer).__name__}) does not declare stacked execution"
-        refusal = layer.stack_refusal(shape)
+        refusal = stack_refusal_of(layer, shape)
         if refusal is not None:
             return refusal
         shape = layer.compute_output_shape(shape)
