@@ -170,34 +170,37 @@ def keras_mlp() -> Any:
                                 ml.keras.layers.Dense(10)])
 
 
-def tape_loop(steps: int, devices: int = 8) -> float:
+def tape_loop(steps: int, devices: int = 8, stacked: bool = False) -> float:
     """Seconds per step of a TF-style custom loop on SimCluster(1, devices): the Keras MLP, a sparse cross-entropy,
-    ``compute_average_loss``, ``GradientTape`` and SGD's ``apply_gradients`` in ``strategy.run`` (per replica: its
-    loss over the whole stack would not be each replica's)."""
+    ``compute_average_loss``, ``GradientTape`` and SGD's ``apply_gradients`` in ``strategy.run``, per replica, or
+    (``stacked``) declared ``@batch_safe``, which runs it once on all local replicas."""
+    return SimCluster(workers=1, devices_per_worker=devices).run(tape_program, steps, stacked).values()[0][0]
+
+
+def tape_program(steps: int, stacked: bool) -> tuple[float, list[np.ndarray]]:
+    """The tape loop ``steps + 5`` times in a simulated worker: seconds per step (the last ``steps``) and the
+    weights after them."""
     x, y = data()
+    strategy = ml.distribute.MirroredStrategy()
+    per = GLOBAL_BATCH // strategy.num_replicas_in_sync
+    with strategy.scope():
+        model, optimizer = keras_mlp(), ml.keras.optimizers.SGD(LR)
+    loss_fn = ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
-    def program() -> float:
-        strategy = ml.distribute.MirroredStrategy()
-        per = GLOBAL_BATCH // strategy.num_replicas_in_sync
-        with strategy.scope():
-            model, optimizer = keras_mlp(), ml.keras.optimizers.SGD(LR)
-        loss_fn = ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    def replica_step(xb, yb):
+        with ml.GradientTape() as tape:
+            loss = ml.nn.compute_average_loss(loss_fn(yb, model(xb, training=True)), global_batch_size=GLOBAL_BATCH)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
 
-        def replica_step(xb, yb):
-            with ml.GradientTape() as tape:
-                loss = ml.nn.compute_average_loss(loss_fn(yb, model(xb, training=True)), global_batch_size=GLOBAL_BATCH)
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-
-        xs, ys = (strategy.experimental_distribute_values_from_function(
-            lambda c, a=a: a[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per]) for a in (x, y))
-        for i in range(steps + 5):
-            if i == 5:
-                start = time.perf_counter()
-            strategy.run(replica_step, args=(xs, ys))
-        return (time.perf_counter() - start) / steps
-
-    return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
+    step = batch_safe(replica_step) if stacked else replica_step
+    xs, ys = (strategy.experimental_distribute_values_from_function(
+        lambda c, a=a: a[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per]) for a in (x, y))
+    for i in range(steps + 5):
+        if i == 5:
+            start = time.perf_counter()
+        strategy.run(step, args=(xs, ys))
+    return (time.perf_counter() - start) / steps, [w.numpy() for w in model.weights]
 
 
 def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
@@ -250,6 +253,7 @@ MLP_VARIANTS = {
     "Keras fit, SimCluster(1, 8), stacked": lambda steps: keras_fit(steps, stack=True),
     "Keras fit, SimCluster(1, 8), per replica": lambda steps: keras_fit(steps, stack=False),
     "tape loop, SimCluster(1, 8), per replica": tape_loop,
+    "tape loop, SimCluster(1, 8), @batch_safe stacked": lambda steps: tape_loop(steps, stacked=True),
 }
 ALLREDUCE_SHAPES = ((1, 1024), (16, 64), (128, 8), (1024, 1))
 TARGET_SECONDS, TARGET_MB = 2.0, 2048  # issue 30: 1M float32 over 1024 replicas in <= 2 s and < 2 GB
