@@ -488,9 +488,9 @@ def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any, stack
     def backward_from(value: Any, from_logits: bool) -> Any:
         def backward(g: Any) -> list[tuple[Any, Any]]:
             dy = like(asarray(g, value.dtype), value)
-            if stacked:
+            if stacked:  # (a plain array's gradient goes nowhere: not computed)
                 step = layer._stacked_backward_from_logits if from_logits else layer._stacked_backward
-                dx, grads = step(cache, dy, True)
+                dx, grads = step(cache, dy, not isinstance(inputs, np.ndarray))
             else:
                 step = layer._backward_from_logits if from_logits else layer._backward
                 dx, grads = step(cache, dy)  # dx None: no input gradient (indices)
