@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...aggregation import ReduceOp, VariableSynchronization
+from ...distribute.distributed_variables import DistributedVariable
 from ...distribute.regroup import regroup, select_replica
 from ...distribute.stacked_run import StackedReplicas, run_stacked
 from ...tensor import asarray, is_cupy
@@ -67,8 +68,10 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     shape = shares[0].shape
     if any(is_cupy(w._read()) for w in model.weights):
         return "the weights live on a GPU"
-    if any(getattr(v, "synchronization", None) != VariableSynchronization.ON_READ for v in _metric_state(model)):
-        return "a compiled metric keeps variables that are not ON_READ (their updates make the replicas meet)"
+    if any(getattr(v, "synchronization", None) != VariableSynchronization.ON_READ
+           or not isinstance(v, DistributedVariable) for v in _metric_state(model)):
+        return ("a compiled metric keeps variables that are not ON_READ copies of this strategy (their updates make "
+                "the replicas meet)")
     if not model._in_sequence and (len(shape) != len(model.inputs[0].shape) or not _fits(model, shares[0])):
         return "the inputs need the functional model's conversions (rank, dtype or shape)"
     refusal = _layers_refusal(layers, shape)
@@ -170,14 +173,19 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     out, cache = passes[-1]
     logits = layers[-1]._logits(cache)
     stacked = _stacked_loss(model, shares, out, logits)
-    seeds = []
-    for k, share in enumerate(shares):  # each replica's loss (unless stacked), then its metrics, as its step does
-        with replicas.replica(k):
-            out_k, logits_k = out[k], None if logits is None else logits[k]
-            if stacked is None:
-                loss, seed = _replica_loss(model, layers[-1], share, out_k, logits_k, tuple(c[k] for c in cache), train)
-                seeds.append(seed)
-            _replica_metrics(model, share, loss if stacked is None else stacked[0][k], out_k, logits_k)
+    seeds, losses = [], [] if stacked is None else list(stacked[0])
+    compiled = model._compile_metrics
+    if stacked is None or compiled is None or not compiled.built or model._compiled_metric_list:
+        for k, share in enumerate(shares):  # each replica's loss (unless stacked), then its metrics, as its step does
+            with replicas.replica(k):
+                out_k, logits_k = out[k], None if logits is None else logits[k]
+                if stacked is None:
+                    loss, seed = _replica_loss(model, layers[-1], share, out_k, logits_k, tuple(c[k] for c in cache),
+                                               train)
+                    seeds.append(seed)
+                    losses.append(loss)
+                _replica_metrics(model, share, out_k, logits_k)
+    _track_losses(model, shares, losses)
     if not train:
         return
     if stacked is not None:
@@ -236,16 +244,20 @@ def _replica_loss(model: "Model", last: BuiltinLayer, share: tuple, out: Any, lo
     return untracked(loss), (tape.gradient(loss, leaf) if train else None)
 
 
-def _replica_metrics(model: "Model", share: tuple, loss: Any, out: Any, logits: Any) -> None:
-    """One replica's loss tracker and compiled metrics, as ``Model._step`` updates them (on its own copies)."""
+def _replica_metrics(model: "Model", share: tuple, out: Any, logits: Any) -> None:
+    """One replica's compiled metrics, as ``Model._step`` updates them (on its own copies)."""
     x, y, sample_weight = share
-    replicas_in_sync = model._strategy.num_replicas_in_sync
-    loss = np.asarray(loss)
-    model._loss_tracker.update_state(loss * replicas_in_sync if replicas_in_sync > 1 else loss,
-                                     sample_weight=np.float32(np.shape(x)[0]))
     if logits is not None:
         activations.with_logits(out, logits)  # (metrics read the plain output)
     model._compile_metrics.update_state(y, out, sample_weight)
+
+
+def _track_losses(model: "Model", shares: list[tuple], losses: list[Any]) -> None:
+    """Every replica's loss tracker update, as ``Model._step`` makes it on the replica's own copies (the loss
+    times the replicas in sync, one count per example), all at once."""
+    replicas_in_sync = model._strategy.num_replicas_in_sync
+    values = [np.asarray(loss) * replicas_in_sync if replicas_in_sync > 1 else np.asarray(loss) for loss in losses]
+    model._loss_tracker.update_each(values, [np.float32(np.shape(share[0])[0]) for share in shares])
 
 
 def _backward(layers: list[Layer], passes: list[tuple[Any, Any]], top: Any, from_logits: bool) -> dict[int, Any]:
