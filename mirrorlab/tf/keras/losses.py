@@ -213,11 +213,17 @@ class Loss(ABC):
         loss, y_pred = self._on_logits(y_pred)
         predictions = asarray(untracked(y_pred), loss.dtype)
         y_true = like(asarray(untracked(y_true), loss.dtype), predictions)
-        per_example = asarray(loss.call(y_true, predictions), loss.dtype)
-        scale = _reduction_scale(per_example[0], None, loss.reduction, traced=True)  # (each replica's own scale)
-        losses = asarray(_scaled(tf_sum_rows(per_example.reshape(len(per_example), -1)), scale), loss.dtype)
-        upstream = np.broadcast_to(_scaled(np.ones((), loss.dtype), scale), per_example.shape)
-        return losses, loss.grad(y_true, predictions, upstream), y_pred
+        def upstream_of(per_example: Any) -> Any:
+            return np.broadcast_to(_scaled(np.ones((), loss.dtype), scale_of(per_example)), np.shape(per_example))
+
+        def scale_of(per_example: Any) -> Any:
+            return _reduction_scale(asarray(per_example, loss.dtype)[0], None, loss.reduction, traced=True)
+
+        per_example, grads = loss.call_and_grad(y_true, predictions, upstream_of)
+        per_example = asarray(per_example, loss.dtype)
+        losses = asarray(_scaled(tf_sum_rows(per_example.reshape(len(per_example), -1)), scale_of(per_example)),
+                         loss.dtype)  # (each replica's own scale)
+        return losses, grads, y_pred
 
     def in_step(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
         """The loss as ``fit``/``evaluate``'s traced step computes it: the batch size is unknown when Keras traces the
@@ -288,6 +294,12 @@ class Loss(ABC):
         reduced = losses if scale is None else asarray(_scaled(tf_sum_rows(losses.reshape(len(losses), -1)), scale),
                                                        self.dtype)
         return track(reduced, backward, (tracked,))
+
+    def call_and_grad(self, y_true: Any, y_pred: Any, upstream_of: Any) -> tuple[Any, Any]:
+        """``call`` and ``grad`` of it with the upstream gradient ``upstream_of(per_example)`` (a loss may share
+        their common terms)."""
+        per_example = self.call(y_true, y_pred)
+        return per_example, self.grad(y_true, y_pred, upstream_of(per_example))
 
     def per_example(self, y_true: Any, y_pred: Any) -> Any:
         """Keras' function form of the loss (``keras.losses.mean_squared_error`` ...): per-example values."""
@@ -514,22 +526,44 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         check_labels(labels, y_pred.shape[-1], "labels must be class indices below the number of predicted classes.")
         return labels
 
-    def call(self, y_true: Any, y_pred: Any) -> Any:
+    def _prepared(self, y_true: Any, y_pred: Any) -> tuple[Any, Any, Any, Any]:
+        """``(labels, predictions, valid, logits)``: the checked class indices, the predictions (ignored labels'
+        zeroed), which labels count, and the logits the cross-entropy computes from (Keras: for probabilities, the
+        log of the clipped ones)."""
         y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
-        labels = self._labels(y_true, y_pred)
-        # Keras: the log of clipped probabilities
         logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
+        return self._labels(y_true, y_pred), y_pred, valid, logits
+
+    def call(self, y_true: Any, y_pred: Any) -> Any:
+        labels, _, valid, logits = self._prepared(y_true, y_pred)
         shifted, log_norm = _log_sum_exp(logits, -1)
+        return self._losses(labels, valid, shifted, log_norm)
+
+    def call_and_grad(self, y_true: Any, y_pred: Any, upstream_of: Any) -> tuple[Any, Any]:
+        """``call`` and ``grad`` at once, sharing the softmax's terms (the same values: ``softmax`` divides the same
+        exponentials by the same sums ``_log_sum_exp`` takes the log of)."""
+        labels, y_pred, valid, logits = self._prepared(y_true, y_pred)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        exponentials = portable_math.exp(shifted)
+        total = tf_sum(exponentials, axis=-1, keepdims=True)
+        losses = self._losses(labels, valid, shifted, portable_math.log(total))
+        return losses, self._grad(labels, y_pred, valid, exponentials / total, upstream_of(losses))
+
+    @staticmethod
+    def _losses(labels: Any, valid: Any, shifted: Any, log_norm: Any) -> Any:
+        """The per-example cross-entropies from the shifted logits and the log of their exponentials' sums."""
         losses = (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
         return losses if valid is None else np.where(valid, losses, 0).astype(losses.dtype)
 
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
-        y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
-        labels = self._labels(y_true, y_pred)
+        labels, y_pred, valid, logits = self._prepared(y_true, y_pred)
+        return self._grad(labels, y_pred, valid, activations.softmax(logits, -1), upstream)
+
+    def _grad(self, labels: Any, y_pred: Any, valid: Any, probabilities: Any, upstream: Any) -> Any:
+        """``grad`` from the softmax of the logits."""
         xp = array_module(y_pred)
         onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
-        logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
-        grad = activations.softmax(logits, -1) - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
+        grad = probabilities - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
         if upstream is not None:
             grad = grad * asarray(upstream).reshape(labels.shape)[..., None]
         if not self.from_logits:
