@@ -148,6 +148,8 @@ def refused(what):
                 out = out @ w
             weights = np.ones(yb.shape[:-1], np.float32) if what == "sample weights" else None
             loss = ml.nn.compute_average_loss(loss_fn(yb, out, sample_weight=weights), global_batch_size=4)
+            if what == "loss of the whole stack":
+                loss = ml.reduce_sum(loss)
         opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
     return strategy.run(step, args=(xs, ys))
@@ -158,7 +160,8 @@ def refused(what):
     ("huber", "loss 'huber_loss' (Huber) has no stacked execution"),
     ("sample weights", "sample weights: loss 'mean_squared_error'"),
     ("clipnorm", "clips by norm"),
-    ("weight read outside a layer", "mixes the 2 local replicas")])
+    ("weight read outside a layer", "mixes the 2 local replicas"),
+    ("loss of the whole stack", "target has shape ()")])
 def test_what_a_stacked_tape_loop_cannot_do_raises_naming_it_with_the_fix(what, words):
     with pytest.raises(NotImplementedError, match=re.escape(words)) as caught:
         refused(what)

@@ -341,6 +341,14 @@ class GradientTape:
                 "tape (e.g. by float() or .numpy()), so nothing connects it to the sources.\nFix: keep the loss a "
                 "tensor: build it inside the `with GradientTape()` block from model calls, losses and tensor "
                 "functions (reduce_sum, matmul, ...) or a variable's operators.")
+        replicas = stacked_replicas()
+        for one in targets:
+            if replicas is not None and isinstance(one, Tracked) and one.value.shape[:1] != (replicas,):
+                raise NotImplementedError(
+                    f"GradientTape.gradient's target has shape {one.value.shape}: in a @batch_safe function run "
+                    f"stacked it must carry the {replicas} local replicas first (each replica's loss), or it mixes "
+                    "them.\nFix: reduce each replica's losses alone (nn.compute_average_loss, or a reduction over "
+                    "axes from 1), or remove @batch_safe.")
         seeds = nest.flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
         wanted = {id(source) for source in nest.flatten(sources) if isinstance(source, Tracked)}
         found: dict[int, Any] = {}
@@ -351,7 +359,6 @@ class GradientTape:
             for key, grad in _backpropagate(one, like(start, one.value), wanted).items():
                 found[key] = grad if key not in found else found[key] + grad
 
-        replicas = stacked_replicas()
 
         def gradient_of(source: Any) -> Any:
             followed = isinstance(source, Tracked) or id(source) in self._watched
