@@ -130,6 +130,8 @@ def refused(what):
     layers = [keras.Input((4,)), keras.layers.Dense(3)]
     if what == "dropout":
         layers.insert(1, keras.layers.Dropout(0.5))
+    if what == "lambda":
+        layers.insert(1, keras.layers.Lambda(ml.nn.relu))
     with strategy.scope():
         model = keras.Sequential(layers)
         w = ml.Variable(np.ones((3, 3), np.float32))
@@ -157,6 +159,7 @@ def refused(what):
 
 @pytest.mark.parametrize("what, words", [
     ("dropout", "layer 'dropout' (Dropout) does not declare stacked execution"),
+    ("lambda", "layer 'lambda' (Lambda) does not declare stacked execution"),
     ("huber", "loss 'huber_loss' (Huber) has no stacked execution"),
     ("sample weights", "sample weights: loss 'mean_squared_error'"),
     ("clipnorm", "clips by norm"),

@@ -268,6 +268,10 @@ class Layer:
         """Keras' autocast: a floating input in the layer's dtype (float64 data gives float32 outputs)."""
         return x.astype(self.dtype) if x.dtype.kind == "f" and x.dtype != self.dtype else x
 
+    # A call in a @batch_safe function run stacked is refused unless the class checks its own (built-in layers) or
+    # only calls layers that do (models).
+    _checks_stacked_calls = False
+
     def call(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """The layer's computation; a subclass of ``Layer`` must define it."""
         raise NotImplementedError(f"Exception encountered when calling {type(self).__name__}.call().\n\n"
@@ -280,6 +284,8 @@ class Layer:
         and the layers ``call`` uses either way."""
         if symbolic_inputs(inputs):
             return self._symbolic_call(inputs, args, kwargs, training)
+        if not self._checks_stacked_calls and stacked_replicas() is not None:
+            refuse_stacked(stack_refusal_of(self, ()))
         outer = getattr(_calls, "training", None)
         mode = outer if training is None else training
         if not self.built:
@@ -401,6 +407,8 @@ class BuiltinLayer(Layer, ABC):
     gradient and the trainable weights' gradients; ``call`` runs the forward pass and, while a tape records, makes the
     output differentiable through the backward pass."""
 
+    _checks_stacked_calls = True  # (``call`` checks ``stack_refusal`` itself)
+
     _names_sublayers = False
 
     def _checkpoint_children(self) -> dict[str, Any]:
@@ -441,9 +449,7 @@ class BuiltinLayer(Layer, ABC):
         self.check_input_shape(x.shape[1:])  # (one replica's input)
         refusal = stack_refusal_of(self, x.shape[1:])
         if refusal is not None:
-            raise NotImplementedError(f"{refusal}: it cannot run in a @batch_safe function run stacked.\nFix: use "
-                                      "layers that run stacked (see docs/keras.md, Stacked replicas), or remove "
-                                      "@batch_safe (the function then runs once per replica).")
+            refuse_stacked(refusal)
         out, cache = self._stacked_forward(x, bool(training))
         return differentiable(self, inputs, out, cache, stacked=True)
 
@@ -463,6 +469,13 @@ class BuiltinLayer(Layer, ABC):
         """``_backward`` of stacked gradients: weight gradients carry the replica axis first (one per replica);
         ``input_grad`` False may skip the input's gradient (the first layer's, which no one uses)."""
         return self._backward(cache, dy)
+
+
+def refuse_stacked(refusal: str) -> None:
+    """Raise ``refusal`` (a layer's reason not to run stacked) as the error of a stacked ``@batch_safe`` call."""
+    raise NotImplementedError(f"{refusal}: it cannot run in a @batch_safe function run stacked.\nFix: use layers "
+                              "that run stacked (see docs/keras.md, Stacked replicas), or remove @batch_safe (the "
+                              "function then runs once per replica).")
 
 
 def stack_refusal_of(layer: Layer, input_shape: tuple) -> str | None:

@@ -71,6 +71,8 @@ class Model(Layer):
     layers in order (``call`` here); a subclass defines ``call`` with the layers it sets as attributes, which are
     built (in the strategy's scope) on the model's first call, as Keras builds a subclassed model."""
 
+    _checks_stacked_calls = True  # (its layers check their own calls)
+
     def __new__(cls, *args: Any, **kwargs: Any) -> "Model":
         """``keras.Model(inputs, outputs)`` makes a functional model, as Keras' ``Model`` does; so does a subclass
         given inputs and outputs (Keras' "customizing fit" models): it is rebased on ``Functional``, keeping its
