@@ -23,6 +23,7 @@ HEADS = {
     "tanh+mae": ("tanh", "mae", "one_hot"),
     "linear+huber": (None, "huber", "one_hot"),  # (a loss without stacked execution: computed replica by replica)
     "linear+mse, flat labels": (None, "mse", "flat"),  # (broadcast against the outputs: only batches of 1 or 3 fit)
+    "linear+mse, unreduced": (None, keras.losses.MeanSquaredError(reduction=None), "one_hot"),  # (a loss per example)
 }
 
 

@@ -185,7 +185,7 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
                     seeds.append(seed)
                     losses.append(loss)
                 _replica_metrics(model, share, out_k, logits_k)
-    _track_losses(model, shares, losses)
+    _track_losses(model, replicas, shares, losses)
     if not train:
         return
     if stacked is not None:
@@ -252,12 +252,19 @@ def _replica_metrics(model: "Model", share: tuple, out: Any, logits: Any) -> Non
     model._compile_metrics.update_state(y, out, sample_weight)
 
 
-def _track_losses(model: "Model", shares: list[tuple], losses: list[Any]) -> None:
+def _track_losses(model: "Model", replicas: StackedReplicas, shares: list[tuple], losses: list[Any]) -> None:
     """Every replica's loss tracker update, as ``Model._step`` makes it on the replica's own copies (the loss
-    times the replicas in sync, one count per example), all at once."""
+    times the replicas in sync, one count per example): all at once for scalar losses, else replica by replica
+    (an unreduced loss)."""
     replicas_in_sync = model._strategy.num_replicas_in_sync
     values = [np.asarray(loss) * replicas_in_sync if replicas_in_sync > 1 else np.asarray(loss) for loss in losses]
-    model._loss_tracker.update_each(values, [np.float32(np.shape(share[0])[0]) for share in shares])
+    weights = [np.float32(np.shape(share[0])[0]) for share in shares]
+    if all(value.ndim == 0 for value in values):
+        model._loss_tracker.update_each(values, weights)
+        return
+    for k, (value, weight) in enumerate(zip(values, weights)):
+        with replicas.replica(k):
+            model._loss_tracker.update_state(value, sample_weight=weight)
 
 
 def _backward(layers: list[Layer], passes: list[tuple[Any, Any]], top: Any, from_logits: bool) -> dict[int, Any]:
