@@ -359,7 +359,6 @@ class GradientTape:
             for key, grad in _backpropagate(one, like(start, one.value), wanted).items():
                 found[key] = grad if key not in found else found[key] + grad
 
-
         def gradient_of(source: Any) -> Any:
             followed = isinstance(source, Tracked) or id(source) in self._watched
             grad = found.get(id(source)) if followed else None

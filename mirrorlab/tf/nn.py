@@ -61,7 +61,7 @@ def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, globa
     Differentiable on a recording ``GradientTape``."""
     per_example = as_tensor(untracked(per_example_loss))
     stacked = stacked_replicas() is not None  # (in a @batch_safe function run stacked: each replica's own sum)
-    if per_example.ndim == stacked:
+    if per_example.ndim == int(stacked):  # (rank 0 for one replica)
         one = to_host(per_example[0] if stacked else per_example).item()
         raise ValueError("Invalid value passed for `per_example_loss`. Expected a tensor with at least rank 1. "
                          f"Received per_example_loss={one!r} with rank 0")
