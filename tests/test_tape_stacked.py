@@ -129,9 +129,9 @@ def refused(what):
     strategy = ml.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     layers = [keras.Input((4,)), keras.layers.Dense(3)]
     if what == "dropout":
-        layers.insert(1, keras.layers.Dropout(0.5))
+        layers.insert(1, keras.layers.Dropout(0.5, name="dropout"))
     if what == "lambda":
-        layers.insert(1, keras.layers.Lambda(ml.nn.relu))
+        layers.insert(1, keras.layers.Lambda(ml.nn.relu, name="lambda"))
     with strategy.scope():
         model = keras.Sequential(layers)
         w = ml.Variable(np.ones((3, 3), np.float32))
