@@ -5,7 +5,7 @@
    plain NumPy; the hand-written step also declared ``@batch_safe`` (run stacked); and Keras ``fit`` of the same
    model on ``SimCluster(1, 8)``, its local replicas stacked (the default, see
    ``mirrorlab/tf/keras/stacked_step.py``) and one step per replica (``model.stack_replicas = False``), and a
-   TF-style custom loop (GradientTape) of it, which runs per replica. The
+   TF-style custom loop (GradientTape) of it, per replica and declared ``@batch_safe`` (run stacked). The
    variants run interleaved (repetition r of each before repetition r + 1) and the min and median over
    repetitions are printed with their ratios, because absolute timings on a shared machine are noisy.
 2. 1024 simulated replicas all-reducing 1M float32 values each, in four cluster shapes, each in its own
@@ -28,6 +28,7 @@ import numpy as np
 
 import mirrorlab.tf as ml
 from mirrorlab.distribute.batch_safe import batch_safe
+from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.sim import SimCluster
 
 GLOBAL_BATCH = 256
@@ -164,40 +165,49 @@ def hand_written_program(steps: int, stacked: bool) -> tuple[float, list[np.ndar
     return (time.perf_counter() - start) / steps, [p.numpy() for p in params]
 
 
+def tape_stacked_matches_per_replica(steps: int = 3, devices: int = 8) -> bool:
+    """Whether the ``@batch_safe`` stacked tape loop leaves the weights of the per-replica loop, bit for bit."""
+    runs = [SimCluster(1, devices).run(tape_program, steps, stacked).values()[0][1] for stacked in (True, False)]
+    return all(a.tobytes() == b.tobytes() for a, b in zip(*runs))
+
+
 def keras_mlp() -> Any:
     """The MLP as a Keras Sequential model (in the current strategy's scope)."""
     return ml.keras.Sequential([ml.keras.Input((784,)), ml.keras.layers.Dense(128, activation="relu"),
                                 ml.keras.layers.Dense(10)])
 
 
-def tape_loop(steps: int, devices: int = 8) -> float:
+def tape_loop(steps: int, devices: int = 8, stacked: bool = False) -> float:
     """Seconds per step of a TF-style custom loop on SimCluster(1, devices): the Keras MLP, a sparse cross-entropy,
-    ``compute_average_loss``, ``GradientTape`` and SGD's ``apply_gradients`` in ``strategy.run`` (per replica: its
-    loss over the whole stack would not be each replica's)."""
+    ``compute_average_loss``, ``GradientTape`` and SGD's ``apply_gradients`` in ``strategy.run``, per replica, or
+    (``stacked``) declared ``@batch_safe``, which runs it once on all local replicas."""
+    return SimCluster(workers=1, devices_per_worker=devices).run(tape_program, steps, stacked).values()[0][0]
+
+
+def tape_program(steps: int, stacked: bool) -> tuple[float, list[np.ndarray]]:
+    """The tape loop ``steps + 5`` times in a simulated worker: seconds per step (the last ``steps``) and the
+    weights after them."""
     x, y = data()
+    strategy = ml.distribute.MirroredStrategy()
+    per = GLOBAL_BATCH // strategy.num_replicas_in_sync
+    with strategy.scope():
+        model, optimizer = keras_mlp(), ml.keras.optimizers.SGD(LR)
+    loss_fn = ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
-    def program() -> float:
-        strategy = ml.distribute.MirroredStrategy()
-        per = GLOBAL_BATCH // strategy.num_replicas_in_sync
-        with strategy.scope():
-            model, optimizer = keras_mlp(), ml.keras.optimizers.SGD(LR)
-        loss_fn = ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    def replica_step(xb, yb):
+        with ml.GradientTape() as tape:
+            loss = ml.nn.compute_average_loss(loss_fn(yb, model(xb, training=True)), global_batch_size=GLOBAL_BATCH)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
 
-        def replica_step(xb, yb):
-            with ml.GradientTape() as tape:
-                loss = ml.nn.compute_average_loss(loss_fn(yb, model(xb, training=True)), global_batch_size=GLOBAL_BATCH)
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-
-        xs, ys = (strategy.experimental_distribute_values_from_function(
-            lambda c, a=a: a[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per]) for a in (x, y))
-        for i in range(steps + 5):
-            if i == 5:
-                start = time.perf_counter()
-            strategy.run(replica_step, args=(xs, ys))
-        return (time.perf_counter() - start) / steps
-
-    return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
+    step = batch_safe(replica_step) if stacked else replica_step
+    xs, ys = (strategy.experimental_distribute_values_from_function(
+        lambda c, a=a: a[c.replica_id_in_sync_group * per:(c.replica_id_in_sync_group + 1) * per]) for a in (x, y))
+    for i in range(steps + 5):
+        if i == 5:
+            start = time.perf_counter()
+        strategy.run(step, args=(xs, ys))
+    return (time.perf_counter() - start) / steps, [w.numpy() for w in model.weights]
 
 
 def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
@@ -250,13 +260,17 @@ MLP_VARIANTS = {
     "Keras fit, SimCluster(1, 8), stacked": lambda steps: keras_fit(steps, stack=True),
     "Keras fit, SimCluster(1, 8), per replica": lambda steps: keras_fit(steps, stack=False),
     "tape loop, SimCluster(1, 8), per replica": tape_loop,
+    "tape loop, SimCluster(1, 8), @batch_safe stacked": lambda steps: tape_loop(steps, stacked=True),
 }
 ALLREDUCE_SHAPES = ((1, 1024), (16, 64), (128, 8), (1024, 1))
 TARGET_SECONDS, TARGET_MB = 2.0, 2048  # issue 30: 1M float32 over 1024 replicas in <= 2 s and < 2 GB
 
 
 def mlp_report(steps: int, repeats: int) -> None:
-    """Time every MLP variant ``repeats`` times, interleaved, and print min/median and ratios."""
+    """Time every MLP variant ``repeats`` times, interleaved, and print min/median and ratios. BLAS is pinned first,
+    as the simulator pins it, so the NumPy references multiply with the simulator's thread count (otherwise only
+    the references timed before the first simulated run would use every core)."""
+    pin_blas_threads()
     samples: dict[str, list[float]] = {name: [] for name in MLP_VARIANTS}
     for _ in range(repeats):
         for name, variant in MLP_VARIANTS.items():
@@ -265,12 +279,14 @@ def mlp_report(steps: int, repeats: int) -> None:
     print(f"MLP 784-128-10, global batch {GLOBAL_BATCH}, one SGD step ({repeats} interleaved repetitions):")
     for name, times in samples.items():
         best = min(times)
-        print(f"  {name:42s}: min {best * 1e3:7.3f} ms, median {statistics.median(times) * 1e3:7.3f} ms; "
+        print(f"  {name:48s}: min {best * 1e3:7.3f} ms, median {statistics.median(times) * 1e3:7.3f} ms; "
               f"min x whole batch {best / whole:5.2f}, min x 8 slices {best / sliced:5.2f}")
     print("  @batch_safe stacked step's weights equal the per-replica step's bit for bit: "
           f"{stacked_matches_per_replica()}")
-    print("  targets: simulated <= 1.5x the 8 slices (hand-written step), Keras fit <= 1.5x the whole batch; "
-          "TF 2.21 MirroredStrategy ~4.7x whole batch")
+    print("  @batch_safe stacked tape loop's weights equal the per-replica loop's bit for bit: "
+          f"{tape_stacked_matches_per_replica()}")
+    print("  targets: simulated <= 1.5x the 8 slices (hand-written step), Keras fit and the tape loop <= 1.5x the "
+          "whole batch; TF 2.21 MirroredStrategy ~4.7x whole batch")
 
 
 def allreduce_in_subprocess(workers: int, devices: int) -> str:

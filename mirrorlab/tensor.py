@@ -257,6 +257,8 @@ def tensor_view(array: Any) -> Any:
 def tensors_out(value: Any) -> Any:
     """``value`` (a nest) with every NumPy array or scalar in it as a ``Tensor``; anything else unchanged. Applied
     where mirrorlab hands values to the user."""
+    if isinstance(value, tuple) and all(type(v) is Tensor for v in value):  # (handed out already: a dataset element)
+        return value
     return nest.map_structure(tensor_view, value)
 
 

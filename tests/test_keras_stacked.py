@@ -23,6 +23,7 @@ HEADS = {
     "tanh+mae": ("tanh", "mae", "one_hot"),
     "linear+huber": (None, "huber", "one_hot"),  # (a loss without stacked execution: computed replica by replica)
     "linear+mse, flat labels": (None, "mse", "flat"),  # (broadcast against the outputs: only batches of 1 or 3 fit)
+    "linear+mse, unreduced": (None, keras.losses.MeanSquaredError(reduction=None), "one_hot"),  # (a loss per example)
 }
 
 
@@ -286,3 +287,19 @@ def test_a_stacked_loss_that_raises_raises_the_first_failing_replicas_error():
                             for stack in (True, False))
     assert stacked == per_replica
     assert "Received a label value of 7" in stacked[1] and "Label values: 0 7 [" in stacked[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(st.integers(1, 4), st.integers(0, 9), st.integers(1, 12)), from_logits=st.booleans(),
+       ignore=st.sampled_from([None, 0, 2]), seed=st.integers(0, 99))
+def test_sparse_cross_entropy_call_and_grad_equal_call_and_grad(shape, from_logits, ignore, seed):
+    """The stacked step's fused loss and gradient (shared softmax terms) give ``call`` and ``grad``'s bits."""
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal(shape) * 4).astype(np.float32)
+    y_pred = logits if from_logits else (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
+    labels = rng.integers(0, shape[-1], shape[:-1])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits, ignore_class=ignore)
+    upstream = rng.standard_normal(shape[:-1]).astype(np.float32)
+    fused_losses, fused_grad = loss.call_and_grad(labels, y_pred, lambda per_example: upstream)
+    assert fused_losses.tobytes() == np.asarray(loss.call(labels, y_pred)).tobytes()
+    assert fused_grad.tobytes() == np.asarray(loss.grad(labels, y_pred, upstream)).tobytes()

@@ -26,6 +26,7 @@ from .. import nest
 from ..aggregation import ReduceOp
 from ..callsite import user_call_site
 from ..communication import Options
+from . import context
 from .regroup import select_replica
 from .replica_context import ReplicaContext
 from .stacked_run import StackedReplicas, run_stacked
@@ -34,7 +35,7 @@ from .values import PerReplica, ReplicaValues
 if TYPE_CHECKING:
     from .strategy import Strategy
 
-__all__ = ["batch_safe", "is_batch_safe", "run_batch_safe", "NOT_STACKED"]
+__all__ = ["batch_safe", "is_batch_safe", "run_batch_safe", "stacked_replicas", "slice_replicas_of", "NOT_STACKED"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__mirrorlab_batch_safe__"
@@ -53,6 +54,15 @@ def batch_safe(fn: F) -> F:
 def is_batch_safe(fn: Any) -> bool:
     """Whether ``fn`` was declared with ``@batch_safe``."""
     return getattr(fn, _MARK, False) is True
+
+
+def stacked_replicas() -> int | None:
+    """The number of local replicas on the leading axis of the values a ``@batch_safe`` function run stacked sees,
+    when this thread runs one (in its replica context); None elsewhere. Ops that reduce over a batch ask it to keep
+    each replica's reduction its own."""
+    frame = context.current_frame()
+    replica = None if frame is None else frame.replica
+    return replica._replicas.num_local if isinstance(replica, BatchSafeReplicaContext) else None
 
 
 def run_batch_safe(strategy: "Strategy", fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -94,8 +104,18 @@ def _per_replica(structure: Any, n: int) -> Any:
     return nest.map_structure(lambda v: PerReplica([v[k] for k in range(n)]) if _stacked(v, n) else v, structure)
 
 
+_SLICED_TYPES: tuple[type, ...] = (np.ndarray,)  # stacked values handed back to the replicas slice by slice
+
+
+def slice_replicas_of(cls: type) -> None:
+    """Hand stacked values of ``cls`` (array-like: ``ndim``, ``shape``, indexing on the first axis; the TF
+    look-alike's tape values) back from a stacked run as each replica's slice, as arrays are."""
+    global _SLICED_TYPES
+    _SLICED_TYPES = (*_SLICED_TYPES, cls)
+
+
 def _stacked(value: Any, n: int) -> bool:
-    return isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n
+    return isinstance(value, _SLICED_TYPES) and value.ndim >= 1 and value.shape[0] == n
 
 
 class BatchSafeReplicaContext(ReplicaContext):

@@ -4,6 +4,7 @@ both contexts, and ``ComponentVariable``, one local copy."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -163,6 +164,11 @@ class DistributedVariable(Variable):
         else:
             self._components = [self._new_value(c, kind, value) for c in self._components]
 
+    def _set_each(self, kind: str, values: Sequence[Any]) -> None:
+        """Apply ``kind`` of ``values[k]`` to local copy k: each replica's own update (a distributed value's parts in
+        cross-replica context, or all replicas' updates of a stacked step at once)."""
+        self._components = [self._new_value(c, kind, v) for c, v in zip(self._components, values)]
+
     def _set_local(self, local_id: int, kind: str, value: Any) -> None:
         components = list(self._components)
         components[local_id] = self._new_value(components[local_id], kind, value)
@@ -214,8 +220,7 @@ class DistributedVariable(Variable):
     def _update_cross_replica(self, kind: str, value: Any) -> None:
         # A distributed value, or another distributed variable, gives each copy its own replica's part.
         if isinstance(value, (ReplicaValues, DistributedVariable)):
-            for k, component in enumerate(value.values):
-                self._set_local(k, kind, component)
+            self._set_each(kind, value.values)
         else:
             self._set_all(kind, value)
 

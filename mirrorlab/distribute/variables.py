@@ -74,6 +74,9 @@ def _own_copy(value: Any) -> Any:
     return value.copy()
 
 
+_HOST = (np.ndarray, np.generic)  # NumPy values: updated without a device context
+
+
 def _convert(value: Any, dtype: np.dtype | None) -> Any:
     """``value`` as an array of ``dtype``: Python numbers take the dtype, arrays must cast safely; strings convert
     only to (and from) strings, kept in TF's form (see ``tensor.canonical``)."""
@@ -494,6 +497,8 @@ class Variable(_Assignable, metaclass=_VariableMeta):
         if kind in SCATTER_ND_KINDS:
             updates = _convert(value.updates, self._dtype)
             return frozen(scatter_nd(current, kind, value.indices, updates, self._dtype))
+        if isinstance(current, _HOST) and isinstance(value, _HOST):  # (no device to enter or move to)
+            return self._apply(current, kind, _convert(value, self._dtype))
         with device_of(value):
             value = _convert(value, self._dtype)
         with device_of(current):

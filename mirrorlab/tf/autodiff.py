@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import nest
+from ..distribute.batch_safe import slice_replicas_of, stacked_replicas
 from ._kernels import portable_math
 from .indexed_slices import accumulate
 from ._kernels.summation import tf_sum
@@ -340,6 +341,14 @@ class GradientTape:
                 "tape (e.g. by float() or .numpy()), so nothing connects it to the sources.\nFix: keep the loss a "
                 "tensor: build it inside the `with GradientTape()` block from model calls, losses and tensor "
                 "functions (reduce_sum, matmul, ...) or a variable's operators.")
+        replicas = stacked_replicas()
+        for one in targets:
+            if replicas is not None and isinstance(one, Tracked) and one.value.shape[:1] != (replicas,):
+                raise NotImplementedError(
+                    f"GradientTape.gradient's target has shape {one.value.shape}: in a @batch_safe function run "
+                    f"stacked it must carry the {replicas} local replicas first (each replica's loss), or it mixes "
+                    "them.\nFix: reduce each replica's losses alone (nn.compute_average_loss, or a reduction over "
+                    "axes from 1), or remove @batch_safe.")
         seeds = nest.flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
         wanted = {id(source) for source in nest.flatten(sources) if isinstance(source, Tracked)}
         found: dict[int, Any] = {}
@@ -353,8 +362,18 @@ class GradientTape:
         def gradient_of(source: Any) -> Any:
             followed = isinstance(source, Tracked) or id(source) in self._watched
             grad = found.get(id(source)) if followed else None
+            if isinstance(source, Tracked) or replicas is None:
+                shape = np.shape(untracked(source))
+            else:  # a variable's gradient in a @batch_safe function run stacked: each local replica's
+                shape = (replicas, *np.shape(untracked(source)))
+                if grad is not None and np.shape(grad) != shape:
+                    raise NotImplementedError(
+                        f"the gradient of {getattr(source, 'name', 'a variable')} has shape {np.shape(grad)}, not "
+                        f"{shape}: an op that reads it in this @batch_safe function run stacked mixes the {replicas} "
+                        "local replicas (only Keras layers that run stacked keep each replica's gradient).\nFix: "
+                        "read weights through such layers, or remove @batch_safe.")
             if grad is None and mode == "zero":
-                return np.zeros(np.shape(untracked(source)), np.dtype(getattr(untracked(source), "dtype", np.float32)))
+                return np.zeros(shape, np.dtype(getattr(untracked(source), "dtype", np.float32)))
             return grad
         return nest.map_structure(lambda source: tensor_view(gradient_of(source)), sources)
 
@@ -420,3 +439,4 @@ def _backpropagate(target: Tracked, seed: Any, intermediates: set[int] = frozens
 
 
 _install_operators()
+slice_replicas_of(Tracked)  # (a @batch_safe function run stacked returns each replica's slice of its tape values)

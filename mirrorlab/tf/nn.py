@@ -13,10 +13,11 @@ from .array_ops import relu, sigmoid, tanh
 from .autodiff import track, unbroadcast, untracked
 from .composed_activations import gelu
 from ..distribute import context
+from ..distribute.batch_safe import stacked_replicas
 from .nn_ops import (bias_add, elu, l2_loss, leaky_relu, log_softmax, moments, relu6, selu,
                      sigmoid_cross_entropy_with_logits, silu, softmax, softmax_cross_entropy_with_logits, softplus, softsign,
                      sparse_softmax_cross_entropy_with_logits, swish)
-from ._kernels.summation import tf_sum
+from ._kernels.summation import tf_sum, tf_sum_rows
 from ..tensor import as_tensor, asarray, like, to_host
 
 __all__ = ["compute_average_loss", "scale_regularization_loss", "relu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -59,17 +60,23 @@ def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, globa
     replica's batch size (wrong on uneven last batches: pass the global batch size, or all-reduce counts).
     Differentiable on a recording ``GradientTape``."""
     per_example = as_tensor(untracked(per_example_loss))
-    if per_example.ndim == 0:
+    stacked = stacked_replicas() is not None  # (in a @batch_safe function run stacked: each replica's own sum)
+    if per_example.ndim == int(stacked):  # (rank 0 for one replica)
+        one = to_host(per_example[0] if stacked else per_example).item()
         raise ValueError("Invalid value passed for `per_example_loss`. Expected a tensor with at least rank 1. "
-                         f"Received per_example_loss={to_host(per_example).item()!r} with rank 0")
+                         f"Received per_example_loss={one!r} with rank 0")
     losses, weights = per_example, None
     if sample_weight is not None:
+        if stacked:
+            raise NotImplementedError("compute_average_loss with sample_weight cannot run in a @batch_safe function "
+                                      "run stacked.\nFix: multiply the per-example losses by the weights first, or "
+                                      "remove @batch_safe.")
         losses, weights = _weighted(per_example, like(as_tensor(untracked(sample_weight)), per_example))
     if global_batch_size is None:
         if context.in_cross_replica_context():
             raise RuntimeError("You are calling `compute_average_loss` in cross replica context, while it was "
                                "expected to be called in replica context.")
-        global_batch_size = losses.shape[0] * context.get_strategy().num_replicas_in_sync
+        global_batch_size = losses.shape[stacked] * context.get_strategy().num_replicas_in_sync
     size = np.asarray(to_host(as_tensor(global_batch_size)))
     if size.ndim != 0:
         raise ValueError(f"global_batch_size must be scalar..  Expected scalar shape, saw shape: {size.shape}.")
@@ -85,11 +92,15 @@ def compute_average_loss(per_example_loss: Any, sample_weight: Any = None, globa
     scale = (lambda v: v / dtype.type(size)) if size else (lambda v: v * dtype.type(0))
 
     def backward(g: Any) -> list[tuple[Any, Any]]:
-        upstream = np.broadcast_to(scale(g), losses.shape)
+        scaled = scale(g)
+        upstream = np.broadcast_to(np.reshape(scaled, np.shape(scaled) + (1,) * (losses.ndim - 1)) if stacked
+                                   else scaled, losses.shape)
         if weights is not None:
             upstream = (upstream.astype(np.float32) * weights).astype(upstream.dtype)
         return [(per_example_loss, unbroadcast(upstream, per_example.shape))]
-    return track(asarray(scale(tf_sum(asarray(losses, dtype))), dtype), backward, (per_example_loss,))
+    values = asarray(losses, dtype)
+    total = tf_sum_rows(values.reshape(len(values), -1)) if stacked else tf_sum(values)
+    return track(asarray(scale(total), dtype), backward, (per_example_loss,))
 
 
 def scale_regularization_loss(regularization_loss: Any) -> Any:

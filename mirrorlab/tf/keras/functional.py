@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ... import nest
+from ...distribute.batch_safe import stacked_replicas
 from ..autodiff import untracked
 from ...tensor import asarray
 from .layers import InputLayer, Layer, takes_training
@@ -207,7 +208,7 @@ class Functional(Model):
                              f"received {len(flat)} input tensors. Pass inputs as a dict, e.g. `layer({{{example}}})`.")
         for index, (x, name, tensor) in enumerate(zip(flat, names, self.inputs)):
             expected = (None, *tensor.shape[1:]) if tensor.shape else ()
-            shape, spec = tuple(np.shape(untracked(x))), expected
+            shape, spec = tuple(np.shape(untracked(x)))[_replica_axes():], expected
             shape, spec = (shape[:-1] if shape and shape[-1] == 1 else shape), (spec[:-1] if spec and spec[-1] == 1
                                                                               else spec)
             if any(want is not None and want != got for want, got in zip(spec, shape)):
@@ -238,13 +239,14 @@ class Functional(Model):
     def _adjust_rank(self, index: int, x: Any) -> Any:
         """Keras' rank matching: a trailing dimension of 1 too many is squeezed, one too few is added."""
         expected = self.inputs[index].shape
-        shape = np.shape(untracked(x))
+        full = np.shape(untracked(x))
+        shape = full[_replica_axes():]
         if len(shape) == len(expected):
             return x
         if len(shape) == len(expected) + 1 and shape[-1] == 1:
-            return untracked(x).reshape(shape[:-1])
+            return untracked(x).reshape(full[:-1])
         if len(shape) == len(expected) - 1 and expected[-1] == 1:
-            return untracked(x).reshape((*shape, 1))
+            return untracked(x).reshape((*full, 1))
         raise ValueError(f"Invalid input shape for input {x!r} with name '{self.inputs[index].name}'. Expected shape "
                          f"{expected}, but input has incompatible shape {shape}")
 
@@ -262,6 +264,12 @@ class Functional(Model):
                 values[id(tensor)] = value
         outputs = [values[id(t)] for t in self.outputs]
         return _unpack_singleton(nest.pack_sequence_as(self._outputs_struct, outputs))
+
+
+def _replica_axes() -> int:
+    """How many leading axes of a call's inputs are not one replica's: 1 in a ``@batch_safe`` function run stacked
+    (the local replicas), else 0."""
+    return 0 if stacked_replicas() is None else 1
 
 
 def _unpack_singleton(x: Any) -> Any:

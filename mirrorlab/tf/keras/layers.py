@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ...distribute.batch_safe import stacked_replicas
 from ...distribute.variables import Variable
 from .._kernels.summation import tf_sum, tf_sum_each
 from ...tensor import array_module, asarray, like
@@ -267,6 +268,10 @@ class Layer:
         """Keras' autocast: a floating input in the layer's dtype (float64 data gives float32 outputs)."""
         return x.astype(self.dtype) if x.dtype.kind == "f" and x.dtype != self.dtype else x
 
+    # A call in a @batch_safe function run stacked is refused unless the class checks its own (built-in layers) or
+    # only calls layers that do (models).
+    _checks_stacked_calls = False
+
     def call(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """The layer's computation; a subclass of ``Layer`` must define it."""
         raise NotImplementedError(f"Exception encountered when calling {type(self).__name__}.call().\n\n"
@@ -279,6 +284,8 @@ class Layer:
         and the layers ``call`` uses either way."""
         if symbolic_inputs(inputs):
             return self._symbolic_call(inputs, args, kwargs, training)
+        if not self._checks_stacked_calls and stacked_replicas() is not None:
+            refuse_stacked(stack_refusal_of(self, ()))
         outer = getattr(_calls, "training", None)
         mode = outer if training is None else training
         if not self.built:
@@ -400,6 +407,8 @@ class BuiltinLayer(Layer, ABC):
     gradient and the trainable weights' gradients; ``call`` runs the forward pass and, while a tape records, makes the
     output differentiable through the backward pass."""
 
+    _checks_stacked_calls = True  # (``call`` checks ``stack_refusal`` itself)
+
     _names_sublayers = False
 
     def _checkpoint_children(self) -> dict[str, Any]:
@@ -433,9 +442,16 @@ class BuiltinLayer(Layer, ABC):
 
     def call(self, inputs: Any, training: Any = None) -> Any:
         x = self._convert_input(asarray(untracked(inputs)))
-        self.check_input_shape(x.shape)
-        out, cache = self._forward(x, bool(training))
-        return differentiable(self, inputs, out, cache)
+        if stacked_replicas() is None:
+            self.check_input_shape(x.shape)
+            out, cache = self._forward(x, bool(training))
+            return differentiable(self, inputs, out, cache)
+        self.check_input_shape(x.shape[1:])  # (one replica's input)
+        refusal = stack_refusal_of(self, x.shape[1:])
+        if refusal is not None:
+            refuse_stacked(refusal)
+        out, cache = self._stacked_forward(x, bool(training))
+        return differentiable(self, inputs, out, cache, stacked=True)
 
     # -- stacked execution: all local replicas' inputs at once, on a leading replica axis (keras/stacked_step.py) --
 
@@ -455,10 +471,26 @@ class BuiltinLayer(Layer, ABC):
         return self._backward(cache, dy)
 
 
-def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> Any:
+def refuse_stacked(refusal: str) -> None:
+    """Raise ``refusal`` (a layer's reason not to run stacked) as the error of a stacked ``@batch_safe`` call."""
+    raise NotImplementedError(f"{refusal}: it cannot run in a @batch_safe function run stacked.\nFix: use layers "
+                              "that run stacked (see docs/keras.md, Stacked replicas), or remove @batch_safe (the "
+                              "function then runs once per replica).")
+
+
+def stack_refusal_of(layer: Layer, input_shape: tuple) -> str | None:
+    """Why ``layer`` cannot run the local replicas' inputs (each of ``input_shape``) stacked; None when it can. Only
+    built-in layers whose own class declares ``stack_refusal`` may (a subclass, even of Dense, does not)."""
+    if not isinstance(layer, BuiltinLayer) or "stack_refusal" not in vars(type(layer)):
+        return f"layer {layer.name!r} ({type(layer).__name__}) does not declare stacked execution"
+    return layer.stack_refusal(input_shape)
+
+
+def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any, stacked: bool = False) -> Any:
     """``out`` of ``layer`` on ``inputs`` (with its logits when it keeps them); while a tape records, a value the tape
     differentiates through ``layer``'s backward pass to ``inputs`` and the weights the layer made trainable, frozen
-    or not, as TF's tape follows them (from the logits' gradient when a cross-entropy uses them)."""
+    or not, as TF's tape follows them (from the logits' gradient when a cross-entropy uses them). ``stacked``: the
+    values carry the local replicas first, and so do the weights' gradients (``_stacked_backward``)."""
     logits = layer._logits(cache)
     if not recording():
         return out if logits is None else activations.with_logits(out, logits)
@@ -468,8 +500,13 @@ def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any) -> An
 
     def backward_from(value: Any, from_logits: bool) -> Any:
         def backward(g: Any) -> list[tuple[Any, Any]]:
-            step = layer._backward_from_logits if from_logits else layer._backward
-            dx, grads = step(cache, like(asarray(g, value.dtype), value))  # dx None: no input gradient (indices)
+            dy = like(asarray(g, value.dtype), value)
+            if stacked:  # (a plain array's gradient goes nowhere: not computed)
+                step = layer._stacked_backward_from_logits if from_logits else layer._stacked_backward
+                dx, grads = step(cache, dy, not isinstance(inputs, np.ndarray))
+            else:
+                step = layer._backward_from_logits if from_logits else layer._backward
+                dx, grads = step(cache, dy)  # dx None: no input gradient (indices)
             return [*([] if dx is None else [(inputs, dx)]), *zip(weights, grads)]
         return backward
     if logits is None:

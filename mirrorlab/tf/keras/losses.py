@@ -18,6 +18,7 @@ import numpy as np
 from ... import errors
 from .._kernels import nn_kernels, portable_math
 from ...distribute import context
+from ...distribute.batch_safe import stacked_replicas
 from ..autodiff import track, unbroadcast, untracked, watched
 from ..nn import broadcasting, compute_average_loss, softplus
 from ..nn_ops import check_labels
@@ -180,13 +181,20 @@ class Loss(ABC):
         rows apart), the labels match the predictions without broadcasting (Keras' rank matching counts ranks, which
         a replica axis would shift), it reduces to the mean over the batch, and its sums along a row stay each
         row's own."""
+        if self.reduction != "sum_over_batch_size":
+            return f"loss {self.name!r} reduces with {self.reduction!r}"
+        return self._rows_refusal(label_shape, prediction_shape)
+
+    def _rows_refusal(self, label_shape: tuple, prediction_shape: tuple) -> str | None:
+        """``stack_refusal`` but for the reduction: why the per-example losses and their gradients cannot be computed
+        for all replicas at once, each row as its replica's own; None when they can."""
         width = prediction_shape[-1]
         if not vars(type(self)).get("_stacks"):
             return f"loss {self.name!r} ({type(self).__name__}) has no stacked execution"
         if tuple(label_shape) not in self._stacked_label_shapes(tuple(prediction_shape)):
             return f"loss {self.name!r} broadcasts labels of shape {tuple(label_shape)} to {tuple(prediction_shape)}"
-        if self.reduction != "sum_over_batch_size" or getattr(self, "axis", -1) != -1:
-            return f"loss {self.name!r} reduces with {self.reduction!r} over axis {getattr(self, 'axis', -1)}"
+        if getattr(self, "axis", -1) != -1:
+            return f"loss {self.name!r} reduces over axis {self.axis}"
         if getattr(self, "ignore_class", None) is not None:
             return f"loss {self.name!r} masks ignore_class={self.ignore_class}"
         if not rows_summed_apart(width, self.dtype):
@@ -205,11 +213,17 @@ class Loss(ABC):
         loss, y_pred = self._on_logits(y_pred)
         predictions = asarray(untracked(y_pred), loss.dtype)
         y_true = like(asarray(untracked(y_true), loss.dtype), predictions)
-        per_example = asarray(loss.call(y_true, predictions), loss.dtype)
-        scale = _reduction_scale(per_example[0], None, loss.reduction, traced=True)  # (each replica's own scale)
-        losses = asarray(_scaled(tf_sum_rows(per_example.reshape(len(per_example), -1)), scale), loss.dtype)
-        upstream = np.broadcast_to(_scaled(np.ones((), loss.dtype), scale), per_example.shape)
-        return losses, loss.grad(y_true, predictions, upstream), y_pred
+        def upstream_of(per_example: Any) -> Any:
+            return np.broadcast_to(_scaled(np.ones((), loss.dtype), scale_of(per_example)), np.shape(per_example))
+
+        def scale_of(per_example: Any) -> Any:
+            return _reduction_scale(asarray(per_example, loss.dtype)[0], None, loss.reduction, traced=True)
+
+        per_example, grads = loss.call_and_grad(y_true, predictions, upstream_of)
+        per_example = asarray(per_example, loss.dtype)
+        losses = asarray(_scaled(tf_sum_rows(per_example.reshape(len(per_example), -1)), scale_of(per_example)),
+                         loss.dtype)  # (each replica's own scale)
+        return losses, grads, y_pred
 
     def in_step(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
         """The loss as ``fit``/``evaluate``'s traced step computes it: the batch size is unknown when Keras traces the
@@ -237,6 +251,8 @@ class Loss(ABC):
         tracked = y_pred
         y_pred = asarray(untracked(y_pred), self.dtype)
         y_true = like(asarray(untracked(y_true), self.dtype), y_pred)
+        if stacked_replicas() is not None:
+            return self._stacked_weighted(tracked, y_true, y_pred, sample_weight, traced)
         mask = self._mask(y_true, y_pred)
         if mask is not None:
             sample_weight = self._mask_weight(mask, sample_weight)
@@ -258,6 +274,32 @@ class Loss(ABC):
             upstream = unbroadcast(upstream, matched_shape).reshape(per_example.shape)
             return [(tracked, self.grad(y_true, y_pred, upstream))]
         return track(_reduce(losses, scale), backward, (tracked,))
+
+    def _stacked_weighted(self, tracked: Any, y_true: Any, y_pred: Any, sample_weight: Any, traced: bool) -> Any:
+        """``_weighted`` in a ``@batch_safe`` function run stacked (labels and predictions carry the local replicas
+        first): each replica's losses reduced on their own, as ``_weighted`` reduces one replica's, bit for bit."""
+        refusal = "sample weights" if sample_weight is not None else self._rows_refusal(y_true.shape[1:],
+                                                                                        y_pred.shape[1:])
+        if refusal is not None:
+            raise NotImplementedError(f"{refusal}: loss {self.name!r} cannot run in a @batch_safe function run "
+                                      "stacked.\nFix: a loss that runs stacked (see docs/keras.md, Stacked "
+                                      "replicas) without sample weights, or remove @batch_safe.")
+        losses = asarray(self.call(y_true, y_pred), self.dtype)
+        scale = _reduction_scale(losses[0], None, self.reduction, traced)  # (each replica's own)
+
+        def backward(g: Any) -> list[tuple[Any, Any]]:
+            upstream = g if scale is None else _scaled(g, scale)
+            upstream = np.reshape(upstream, np.shape(upstream) + (1,) * (losses.ndim - np.ndim(upstream)))
+            return [(tracked, self.grad(y_true, y_pred, np.broadcast_to(upstream, losses.shape)))]
+        reduced = losses if scale is None else asarray(_scaled(tf_sum_rows(losses.reshape(len(losses), -1)), scale),
+                                                       self.dtype)
+        return track(reduced, backward, (tracked,))
+
+    def call_and_grad(self, y_true: Any, y_pred: Any, upstream_of: Any) -> tuple[Any, Any]:
+        """``call`` and ``grad`` of it with the upstream gradient ``upstream_of(per_example)`` (a loss may share
+        their common terms)."""
+        per_example = self.call(y_true, y_pred)
+        return per_example, self.grad(y_true, y_pred, upstream_of(per_example))
 
     def per_example(self, y_true: Any, y_pred: Any) -> Any:
         """Keras' function form of the loss (``keras.losses.mean_squared_error`` ...): per-example values."""
@@ -484,22 +526,44 @@ class SparseCategoricalCrossentropy(_Crossentropy):
         check_labels(labels, y_pred.shape[-1], "labels must be class indices below the number of predicted classes.")
         return labels
 
-    def call(self, y_true: Any, y_pred: Any) -> Any:
+    def _prepared(self, y_true: Any, y_pred: Any) -> tuple[Any, Any, Any, Any]:
+        """``(labels, predictions, valid, logits)``: the checked class indices, the predictions (ignored labels'
+        zeroed), which labels count, and the logits the cross-entropy computes from (Keras: for probabilities, the
+        log of the clipped ones)."""
         y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
-        labels = self._labels(y_true, y_pred)
-        # Keras: the log of clipped probabilities
         logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
+        return self._labels(y_true, y_pred), y_pred, valid, logits
+
+    def call(self, y_true: Any, y_pred: Any) -> Any:
+        labels, _, valid, logits = self._prepared(y_true, y_pred)
         shifted, log_norm = _log_sum_exp(logits, -1)
+        return self._losses(labels, valid, shifted, log_norm)
+
+    def call_and_grad(self, y_true: Any, y_pred: Any, upstream_of: Any) -> tuple[Any, Any]:
+        """``call`` and ``grad`` at once, sharing the softmax's terms (the same values: ``softmax`` divides the same
+        exponentials by the same sums ``_log_sum_exp`` takes the log of)."""
+        labels, y_pred, valid, logits = self._prepared(y_true, y_pred)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        exponentials = portable_math.exp(shifted)
+        total = tf_sum(exponentials, axis=-1, keepdims=True)
+        losses = self._losses(labels, valid, shifted, portable_math.log(total))
+        return losses, self._grad(labels, y_pred, valid, exponentials / total, upstream_of(losses))
+
+    @staticmethod
+    def _losses(labels: Any, valid: Any, shifted: Any, log_norm: Any) -> Any:
+        """The per-example cross-entropies from the shifted logits and the log of their exponentials' sums."""
         losses = (log_norm - np.take_along_axis(shifted, labels[..., None], axis=-1))[..., 0]
         return losses if valid is None else np.where(valid, losses, 0).astype(losses.dtype)
 
     def grad(self, y_true: Any, y_pred: Any, upstream: Any = None) -> Any:
-        y_true, y_pred, valid = self._kept(y_true, asarray(y_pred))
-        labels = self._labels(y_true, y_pred)
+        labels, y_pred, valid, logits = self._prepared(y_true, y_pred)
+        return self._grad(labels, y_pred, valid, activations.softmax(logits, -1), upstream)
+
+    def _grad(self, labels: Any, y_pred: Any, valid: Any, probabilities: Any, upstream: Any) -> Any:
+        """``grad`` from the softmax of the logits."""
         xp = array_module(y_pred)
         onehot = (xp.arange(y_pred.shape[-1]) == labels[..., None]).astype(y_pred.dtype)
-        logits = y_pred if self.from_logits else portable_math.log(_clipped(y_pred))
-        grad = activations.softmax(logits, -1) - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
+        grad = probabilities - onehot  # TF's sparse softmax cross-entropy gradient, then the chain as TF's
         if upstream is not None:
             grad = grad * asarray(upstream).reshape(labels.shape)[..., None]
         if not self.from_logits:

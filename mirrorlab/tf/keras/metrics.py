@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -160,6 +160,15 @@ class Mean(Metric):
             count = values.shape[0] if values.ndim else 1
         self._accumulate(self.total, tf_sum(values))
         self._accumulate(self.count, count)
+
+    def update_each(self, values: Sequence[Any], sample_weights: Sequence[Any]) -> None:
+        """``update_state(values[k], sample_weight=sample_weights[k])`` on each local replica's own copy k at once,
+        for one value and one weight per replica (a stacked step's losses, on NumPy): the same float32 product and
+        sums as each replica's (the sum of one value is that value), without entering each replica's context."""
+        weights = np.array(sample_weights, self.dtype)
+        for var, amounts in ((self.total, np.array(values, self.dtype) * weights), (self.count, weights)):
+            new = np.array(var._components, self.dtype) + amounts
+            var._set_each("assign", [new[k] for k in range(len(new))])
 
     def result(self) -> Any:
         total, count = self.total._read(), self.count._read()

@@ -24,6 +24,7 @@ from ..array_ops import reduce_mean
 from ..autodiff import GradientTape, add_n, track, untracked
 from ..data.dataset import Dataset
 from ...distribute import context
+from ...distribute.batch_safe import stacked_replicas
 from ...distribute.input_lib import DistributedDataset
 from ...distribute.values import DistributedValues, PerReplicaSpec
 from ...distribute.variables import Variable
@@ -69,6 +70,8 @@ class Model(Layer):
     """A model trained with ``compile``/``fit``; remembers the strategy it was made in. ``Sequential`` applies its
     layers in order (``call`` here); a subclass defines ``call`` with the layers it sets as attributes, which are
     built (in the strategy's scope) on the model's first call, as Keras builds a subclassed model."""
+
+    _checks_stacked_calls = True  # (its layers check their own calls)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Model":
         """``keras.Model(inputs, outputs)`` makes a functional model, as Keras' ``Model`` does; so does a subclass
@@ -321,7 +324,7 @@ class Model(Layer):
             return self._symbolic_call(inputs, args, kwargs, training)
         x = untracked(inputs)
         if self._in_sequence:
-            shape = np.shape(x)
+            shape = np.shape(x)[0 if stacked_replicas() is None else 1:]  # (one replica's in a stacked run)
             if not self.built:  # in ``run`` the replicas build it once, together (as TF's creator merges there)
                 if self._in_own_run():
                     context.get_replica_context().merge_call(lambda _: None if self.built else self.build(shape))

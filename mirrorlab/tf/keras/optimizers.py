@@ -20,6 +20,7 @@ import numpy as np
 from ...aggregation import ReduceOp, VariableAggregation
 from ..clip_ops import clip_by_norm
 from ...distribute import context
+from ...distribute.batch_safe import stacked_replicas
 from ...distribute.values import ReplicaValues
 from ...distribute.variables import Variable
 from ..indexed_slices import dense, map_values
@@ -204,6 +205,11 @@ class Optimizer(ABC):
                              "GradientTape()` block from the model's outputs, and keep it a tensor (NumPy functions, "
                              "float() and .numpy() cut it off from the variables).")
         variables = [v for _, v in pairs]
+        if (self.clipnorm or self.global_clipnorm) and stacked_replicas() is not None:
+            raise NotImplementedError(f"optimizer {self.name!r} clips by norm (clipnorm={self.clipnorm}, "
+                                      f"global_clipnorm={self.global_clipnorm}): in a @batch_safe function run stacked "
+                                      "the norm would span all local replicas.\nFix: clip by value, or remove "
+                                      "@batch_safe (the function then runs once per replica).")
         grads = self._clip([_cast(g, v.dtype) if not isinstance(g, ReplicaValues) else g for g, v in pairs])
         frame = context.current_frame()
         if frame is None or frame.replica is None:

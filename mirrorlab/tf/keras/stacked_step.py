@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...aggregation import ReduceOp, VariableSynchronization
+from ...distribute.distributed_variables import DistributedVariable
 from ...distribute.regroup import regroup, select_replica
 from ...distribute.stacked_run import StackedReplicas, run_stacked
 from ...tensor import asarray, is_cupy
 from ..autodiff import GradientTape, Tracked, untracked
 from . import activations
 from .data_adapter import unpack_x_y_sample_weight
-from .layers import BuiltinLayer, Layer
+from .layers import BuiltinLayer, Layer, stack_refusal_of
 from .optimizers import Optimizer, _cast
 
 if TYPE_CHECKING:
@@ -67,8 +68,10 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     shape = shares[0].shape
     if any(is_cupy(w._read()) for w in model.weights):
         return "the weights live on a GPU"
-    if any(getattr(v, "synchronization", None) != VariableSynchronization.ON_READ for v in _metric_state(model)):
-        return "a compiled metric keeps variables that are not ON_READ (their updates make the replicas meet)"
+    if any(getattr(v, "synchronization", None) != VariableSynchronization.ON_READ
+           or not isinstance(v, DistributedVariable) for v in _metric_state(model)):
+        return ("a compiled metric keeps variables that are not ON_READ copies of this strategy (their updates make "
+                "the replicas meet)")
     if not model._in_sequence and (len(shape) != len(model.inputs[0].shape) or not _fits(model, shares[0])):
         return "the inputs need the functional model's conversions (rank, dtype or shape)"
     refusal = _layers_refusal(layers, shape)
@@ -126,9 +129,7 @@ def _fits(model: "Model", x: Any) -> bool:
 def _layers_refusal(layers: list[Layer], shape: tuple) -> str | None:
     """The first layer's refusal to run stacked on one replica's input of ``shape`` (then its output's), or None."""
     for layer in layers:
-        if not isinstance(layer, BuiltinLayer) or "stack_refusal" not in vars(type(layer)):
-            return f"layer {layer.name!r} ({type(layer).__name__}) does not declare stacked execution"
-        refusal = layer.stack_refusal(shape)
+        refusal = stack_refusal_of(layer, shape)
         if refusal is not None:
             return refusal
         shape = layer.compute_output_shape(shape)
@@ -172,14 +173,19 @@ def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) ->
     out, cache = passes[-1]
     logits = layers[-1]._logits(cache)
     stacked = _stacked_loss(model, shares, out, logits)
-    seeds = []
-    for k, share in enumerate(shares):  # each replica's loss (unless stacked), then its metrics, as its step does
-        with replicas.replica(k):
-            out_k, logits_k = out[k], None if logits is None else logits[k]
-            if stacked is None:
-                loss, seed = _replica_loss(model, layers[-1], share, out_k, logits_k, tuple(c[k] for c in cache), train)
-                seeds.append(seed)
-            _replica_metrics(model, share, loss if stacked is None else stacked[0][k], out_k, logits_k)
+    seeds, losses = [], [] if stacked is None else list(stacked[0])
+    compiled = model._compile_metrics
+    if stacked is None or compiled is None or not compiled.built or model._compiled_metric_list:
+        for k, share in enumerate(shares):  # each replica's loss (unless stacked), then its metrics, as its step does
+            with replicas.replica(k):
+                out_k, logits_k = out[k], None if logits is None else logits[k]
+                if stacked is None:
+                    loss, seed = _replica_loss(model, layers[-1], share, out_k, logits_k, tuple(c[k] for c in cache),
+                                               train)
+                    seeds.append(seed)
+                    losses.append(loss)
+                _replica_metrics(model, share, out_k, logits_k)
+    _track_losses(model, replicas, shares, losses)
     if not train:
         return
     if stacked is not None:
@@ -238,16 +244,27 @@ def _replica_loss(model: "Model", last: BuiltinLayer, share: tuple, out: Any, lo
     return untracked(loss), (tape.gradient(loss, leaf) if train else None)
 
 
-def _replica_metrics(model: "Model", share: tuple, loss: Any, out: Any, logits: Any) -> None:
-    """One replica's loss tracker and compiled metrics, as ``Model._step`` updates them (on its own copies)."""
+def _replica_metrics(model: "Model", share: tuple, out: Any, logits: Any) -> None:
+    """One replica's compiled metrics, as ``Model._step`` updates them (on its own copies)."""
     x, y, sample_weight = share
-    replicas_in_sync = model._strategy.num_replicas_in_sync
-    loss = np.asarray(loss)
-    model._loss_tracker.update_state(loss * replicas_in_sync if replicas_in_sync > 1 else loss,
-                                     sample_weight=np.float32(np.shape(x)[0]))
     if logits is not None:
         activations.with_logits(out, logits)  # (metrics read the plain output)
     model._compile_metrics.update_state(y, out, sample_weight)
+
+
+def _track_losses(model: "Model", replicas: StackedReplicas, shares: list[tuple], losses: list[Any]) -> None:
+    """Every replica's loss tracker update, as ``Model._step`` makes it on the replica's own copies (the loss
+    times the replicas in sync, one count per example): all at once for scalar losses, else replica by replica
+    (an unreduced loss)."""
+    replicas_in_sync = model._strategy.num_replicas_in_sync
+    values = [np.asarray(loss) * replicas_in_sync if replicas_in_sync > 1 else np.asarray(loss) for loss in losses]
+    weights = [np.float32(np.shape(share[0])[0]) for share in shares]
+    if all(value.ndim == 0 for value in values):
+        model._loss_tracker.update_each(values, weights)
+        return
+    for k, (value, weight) in enumerate(zip(values, weights)):
+        with replicas.replica(k):
+            model._loss_tracker.update_state(value, sample_weight=weight)
 
 
 def _backward(layers: list[Layer], passes: list[tuple[Any, Any]], top: Any, from_logits: bool) -> dict[int, Any]:
