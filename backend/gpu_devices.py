@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["GPUS_VAR", "VISIBLE_VAR", "gpus_per_worker", "gpu_slice", "visible_devices_for", "check_visible"]
+__all__ = ["GPUS_VAR", "VISIBLE_VAR", "gpus_per_worker", "gpu_slice", "visible_devices_for", "check_visible",
+           "launch_gpu_envs"]
 
 GPUS_VAR = "MIRRORLAB_GPUS_PER_WORKER"
 VISIBLE_VAR = "CUDA_VISIBLE_DEVICES"
@@ -46,3 +47,16 @@ def check_visible(wanted: int, visible: int, task: str) -> None:
         raise ValueError(f"{GPUS_VAR}={wanted} but {task} sees {visible} GPU(s) (CuPy installed and "
                          f"{VISIBLE_VAR}={os.environ.get(VISIBLE_VAR, '<unset>')}). Fix: install CuPy for this CUDA "
                          "(pip install 'mirrorlab[cuda12]' or [cuda13]), or lower --gpus-per-worker.")
+
+
+def launch_gpu_envs(workers: int, per_worker: int, host_gpus: int,
+                    parent_visible: str | None) -> list[dict[str, str]]:
+    """What ``mirrorlab launch --gpus-per-worker`` adds to each worker's environment ([{}...] for 0 GPUs)."""
+    if not per_worker:
+        return [{} for _ in range(workers)]
+    if host_gpus < 1:
+        raise ValueError(f"--gpus-per-worker={per_worker} but the launcher sees no GPU (CuPy missing, or "
+                         f"{VISIBLE_VAR} empty). Fix: install CuPy (pip install 'mirrorlab[cuda12]' or [cuda13]) or "
+                         "leave --gpus-per-worker out to run on CPUs.")
+    return [{GPUS_VAR: str(per_worker), VISIBLE_VAR: visible_devices_for(w, per_worker, host_gpus, parent_visible)}
+            for w in range(workers)]
