@@ -4,6 +4,7 @@ over gRPC on loopback, pinned-staging bookkeeping, the bounded wait for device w
 imports CuPy. Marked ``gpu`` (skipped without CuPy and GPUs): NCCL and staged all-reduces equal to the CPU path,
 the staging round trip, a real NCCL id over gRPC, and a dead peer during an NCCL all-reduce ending in an error."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -18,15 +19,20 @@ from mirrorlab.backend.device_wait import wait_for_device
 from mirrorlab.backend.gpu_devices import (GPUS_VAR, VISIBLE_VAR, check_visible, gpu_slice, gpus_per_worker,
                                            launch_gpu_envs, visible_devices_for)
 from mirrorlab.backend.gpu_lane import GpuLane
-from mirrorlab.backend.grpc_transport import PeerNode
+from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
 from mirrorlab.backend.nccl_choice import NCCL_DTYPES, NCCL_NO_GPU, NCCL_OPS, collective_path
+from mirrorlab.backend.nccl_comm import NcclCollectives
 from mirrorlab.backend.nccl_unique_id import MAX_ID_BYTES, UniqueIdExchange, cupy_id, id_bytes
 from mirrorlab.backend.pinned_staging import StagingBuffer
 from mirrorlab.backend.ports import free_ports
+from mirrorlab.collective.communicator import Communicator
+from mirrorlab.collective.message import Fingerprint
 from mirrorlab.communication import CommunicationImplementation as Impl
 from mirrorlab.placement import gpu_module
 
-from test_backend_processes import results, run_launch, run_workers
+from test_backend_processes import results, run_launch
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
 TOKEN = "s3cret"
 NEW_MODULES = ["gpu_devices", "gpu_lane", "nccl_choice", "nccl_comm", "nccl_unique_id", "pinned_staging",
@@ -267,8 +273,16 @@ def test_no_new_backend_module_imports_cupy():
             "import mirrorlab.collective.device_lane\nprint(sys.modules['cupy'])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stderr
-    code = "import sys\n" + "".join(f"import mirrorlab.backend.{m}\n" for m in NEW_MODULES) + "print('cupy' in sys.modules)"
+    imports = "".join(f"import mirrorlab.backend.{m}\n" for m in NEW_MODULES)
+    code = f"import sys\n{imports}print('cupy' in sys.modules)"  # where CuPy is installed: still not loaded
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout == "False\n"
+
+def test_the_gpu_benchmark_skips_with_a_clear_message_without_gpus():
+    if gpu_module() is not None:
+        pytest.skip("this machine has GPUs")
+    proc = subprocess.run([sys.executable, "bench_allreduce.py", "--gpu"], cwd=BENCHMARKS, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("GPU benchmark skipped: it needs CuPy"), proc.stderr
 
 # -- on GPUs -------------------------------------------------------------------------------------------------
 
@@ -331,3 +345,35 @@ def test_a_peer_dying_during_nccl_all_reduces_ends_in_an_error_not_a_hang(tmp_pa
     assert code != 0 and "[worker 0] STEP 0" in out and "[worker 0] STEP 2" not in out, out
     assert "[worker 0] mirrorlab.errors.UnavailableError" in out, out
     assert time.monotonic() - start < 60
+
+
+def _instance(comm, timeout):
+    return comm.start(Fingerprint("all_reduce", "float32", (1000,), "SUM"), "test", timeout)
+
+
+@pytest.mark.gpu
+def test_nccl_collectives_on_a_one_rank_communicator(nodes):
+    """One GPU is enough for the plumbing: id, setup off-thread, the group's stream, dtypes, the wait."""
+    cupy = _cupy()
+    names = ["/job:worker/replica:0/task:0"]
+    comm = Communicator(0, 1, names, None)
+    collectives = NcclCollectives(11, nodes[0], 30.0)
+    x = cupy.arange(1000, dtype=cupy.float32) / 7
+    inst = _instance(comm, 30)
+    np.testing.assert_array_equal(collectives.all_reduce(inst, x).get(), x.get())
+    np.testing.assert_array_equal(collectives.broadcast(inst, x.astype(cupy.int64)).get(), x.astype(cupy.int64).get())
+    inst.done()
+    collectives.close()
+
+
+@pytest.mark.gpu
+def test_a_peer_that_never_joins_nccl_ends_in_a_timeout_not_a_hang(nodes):
+    cupy = _cupy()
+    node = nodes[0].node
+    comm = Communicator(0, node.size, node.names, GrpcTransport(node, 12))
+    collectives = NcclCollectives(12, nodes[0], 30.0)
+    start = time.monotonic()
+    with pytest.raises(errors.DeadlineExceededError, match="every worker to join the NCCL communicator"):
+        collectives.all_reduce(_instance(comm, 3), cupy.ones(1000, cupy.float32))
+    assert time.monotonic() - start < 15
+    assert isinstance(comm.error, errors.DeadlineExceededError)  # the group is failed: peers are told
