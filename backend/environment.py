@@ -34,6 +34,7 @@ from .gpu_lane import GpuLane
 from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
 from .liveness import Heartbeats
 from .nccl_choice import fallback_label
+from .nccl_comm import nccl_fact
 from .nccl_unique_id import UniqueIdExchange
 from .peer_views import group_progress, worker_views
 from .rendezvous import Rendezvous, WorkerFacts
@@ -84,7 +85,7 @@ class BackendEnvironment(LocalEnvironment):
         device_type, count = self.default_device_type()
         with self._lock:
             if self._node is None:
-                self._connect(cluster_spec, rank, names, count)
+                self._connect(cluster_spec, rank, names, count, device_type == "GPU")
             elif cluster_spec.as_dict() != self._cluster:
                 raise ValueError(f"this worker joined the cluster {self._cluster}; a later strategy names "
                                  f"{cluster_spec.as_dict()}. Fix: one process is one task of one cluster.")
@@ -127,7 +128,8 @@ class BackendEnvironment(LocalEnvironment):
         self._shm[group] = transport
         return transport
 
-    def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
+    def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int,
+                 has_gpus: bool) -> None:
         settings = BackendSettings.from_environ()
         addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
         self.transport_name = choose_transport(addresses)
@@ -137,7 +139,8 @@ class BackendEnvironment(LocalEnvironment):
         node.local_state = self.describe_state
         node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
-        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
+        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(),
+                            fingerprint() | nccl_fact(has_gpus))
         rendezvous = Rendezvous(node, facts)
         self._ids = UniqueIdExchange(node)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)

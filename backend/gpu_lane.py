@@ -5,6 +5,7 @@ NumPy arrays as they are, device arrays through NCCL (``nccl_comm``) or staged t
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ from mirrorlab.communication import CommunicationImplementation
 from mirrorlab.tensor import is_cupy
 
 from .nccl_choice import NCCL_NO_GPU, collective_path
-from .nccl_comm import NcclCollectives
+from .nccl_comm import NcclCollectives, nccl_library
 from .nccl_unique_id import UniqueIdExchange
 from .pinned_staging import StagingBuffer
 
@@ -43,12 +44,24 @@ class GpuLane(DeviceLane):
             log.warning("%s mirrorlab runs the CPU collectives instead (the ring's order up to 8 workers), as TF "
                         "falls back to its ring on CPU devices.", NCCL_NO_GPU)
             self._on_fallback()
-        path = collective_path(op, implementation, is_cupy(array), "" if array is None else array.dtype.name)
+        on_gpu = is_cupy(array)
+        wants_nccl = on_gpu and implementation == CommunicationImplementation.NCCL
+        path = collective_path(op, implementation, on_gpu, "" if array is None else array.dtype.name,
+                               wants_nccl and self.nccl_available)
         if path == "nccl":
             return "nccl", getattr(self.nccl, op)
         if path == "staged":
             return (None if name is None else f"{name} (staged)"), self.staging.staged(run)
         return name, run
+
+    @functools.cached_property
+    def nccl_available(self) -> bool:
+        """Whether CuPy can call NCCL here (asked once, and only for device arrays: CuPy is loaded then)."""
+        available = nccl_library() is not None
+        if not available:
+            log.warning("NCCL was asked for but CuPy has no NCCL library: device arrays go through pinned host "
+                        "memory to the CPU collectives. Fix: pip install nvidia-nccl-cu12 (or -cu13).")
+        return available
 
     def close(self) -> None:
         """Release the NCCL communicator, if one was made."""

@@ -4,7 +4,8 @@ implementation, the dtype, whether this worker's arrays are on GPUs), so every w
 - ``host``: NumPy arrays run the CPU algorithms over gRPC or shared memory. NCCL asked for without GPUs lands
   here, as TF's NCCL request on CPU devices falls back to its ring (TF logs ``NCCL_NO_GPU``; so does mirrorlab,
   once per collective group, and ``strategy.extended.transport_name`` says so).
-- ``nccl``: NCCL all-reduce or broadcast of device arrays of a dtype NCCL sums (``NCCL_DTYPES``).
+- ``nccl``: NCCL all-reduce or broadcast of device arrays of a dtype NCCL sums (``NCCL_DTYPES``), when CuPy
+  has an NCCL library (every worker must: the rendezvous fingerprint is the place to compare installs).
 - ``staged``: any other collective of device arrays goes through pinned host memory to the CPU algorithms (TF:
   RING on GPUs, and NCCL for all-gathers, whose blocks may differ in length between workers).
 """
@@ -25,11 +26,14 @@ NCCL_NO_GPU = "Enabled NCCL communication but no GPUs detected/specified."
 """TF's warning (``_warn_nccl_no_gpu``), the first line of mirrorlab's."""
 
 
-def collective_path(op: str, implementation: CommunicationImplementation, on_gpu: bool, dtype: str) -> str:
-    """``host``, ``nccl`` or ``staged`` for one collective (see the module docstring)."""
+def collective_path(op: str, implementation: CommunicationImplementation, on_gpu: bool, dtype: str,
+                    nccl_available: bool = True) -> str:
+    """``host``, ``nccl`` or ``staged`` for one collective (see the module docstring); without an NCCL library
+    (``nccl_available`` False) NCCL requests are staged, as TF runs its ring where NcclReduce is not registered."""
     if not on_gpu:
         return "host"
-    if implementation == CommunicationImplementation.NCCL and op in NCCL_OPS and dtype in NCCL_DTYPES:
+    if (implementation == CommunicationImplementation.NCCL and op in NCCL_OPS and dtype in NCCL_DTYPES
+            and nccl_available):
         return "nccl"
     return "staged"
 

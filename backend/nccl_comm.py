@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import ModuleType
 from typing import Any
 
 from mirrorlab import errors
@@ -21,7 +22,27 @@ from .device_wait import wait_for_device
 from .nccl_choice import NCCL_DTYPES
 from .nccl_unique_id import UniqueIdExchange, cupy_id, id_bytes
 
-__all__ = ["NcclCollectives"]
+__all__ = ["NcclCollectives", "nccl_library", "nccl_fact", "NCCL_FACT"]
+
+NCCL_FACT = "mirrorlab-nccl"
+
+
+def nccl_library() -> ModuleType | None:
+    """``cupy.cuda.nccl`` when CuPy has an NCCL library to call (else None: CuPy loads NCCL only if installed)."""
+    try:
+        from cupy.cuda import nccl
+    except ImportError:
+        return None
+    return nccl if getattr(nccl, "available", False) else None
+
+
+def nccl_fact(has_gpus: bool) -> dict[str, str]:
+    """The rendezvous entry every worker must agree on, as one NCCL request must take the same path everywhere:
+    the NCCL version a GPU worker can call, ``none`` for GPUs without it, ``cpu`` (CuPy never loaded) otherwise."""
+    if not has_gpus:
+        return {NCCL_FACT: "cpu"}
+    nccl = nccl_library()
+    return {NCCL_FACT: "none" if nccl is None else str(nccl.get_version())}
 
 
 class NcclCollectives:
@@ -37,8 +58,7 @@ class NcclCollectives:
 
     def all_reduce(self, inst: Instance, flat: Any) -> Any:
         """The sum of every worker's ``flat`` (a contiguous CuPy vector on the current GPU)."""
-        cupy = sys.modules["cupy"]
-        nccl = cupy.cuda.nccl
+        cupy, nccl = sys.modules["cupy"], nccl_library()
         send = cupy.ascontiguousarray(flat)
         out = cupy.empty_like(send)
         self._launch(inst, "allReduce", lambda comm, stream: comm.allReduce(
@@ -86,8 +106,7 @@ class NcclCollectives:
         """The group's communicator, set up now if this is its first NCCL collective (bounded by the deadline)."""
         if self._comm is not None:
             return self._comm
-        cupy = sys.modules["cupy"]
-        nccl = cupy.cuda.nccl
+        cupy, nccl = sys.modules["cupy"], nccl_library()
         deadline = inst.deadline if inst.deadline is not None else inst.comm.now() + self.setup_timeout
         if inst.rank == 0:
             raw = id_bytes(nccl.get_unique_id())
@@ -125,7 +144,7 @@ def _new_communicator(nccl: Any, size: int, raw: bytes, rank: int) -> Any:
 
 
 def _nccl_dtype(array: Any) -> int:
-    return getattr(sys.modules["cupy"].cuda.nccl, NCCL_DTYPES[array.dtype.name])
+    return getattr(nccl_library(), NCCL_DTYPES[array.dtype.name])
 
 
 def _async_error(comm: Any) -> str | None:

@@ -21,7 +21,7 @@ from mirrorlab.backend.gpu_devices import (GPUS_VAR, VISIBLE_VAR, check_visible,
 from mirrorlab.backend.gpu_lane import GpuLane
 from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
 from mirrorlab.backend.nccl_choice import NCCL_DTYPES, NCCL_NO_GPU, NCCL_OPS, collective_path
-from mirrorlab.backend.nccl_comm import NcclCollectives
+from mirrorlab.backend.nccl_comm import NCCL_FACT, NcclCollectives, nccl_fact
 from mirrorlab.backend.nccl_unique_id import MAX_ID_BYTES, UniqueIdExchange, cupy_id, id_bytes
 from mirrorlab.backend.pinned_staging import StagingBuffer
 from mirrorlab.backend.ports import free_ports
@@ -55,12 +55,18 @@ def test_each_collective_takes_the_path_tf_would(op, impl, on_gpu, dtype, path):
     assert collective_path(op, impl, on_gpu, dtype) == path
 
 
+def test_without_an_nccl_library_nccl_requests_are_staged_and_every_worker_must_agree():
+    assert collective_path("all_reduce", Impl.NCCL, True, "float32", nccl_available=False) == "staged"
+    assert nccl_fact(False) == {NCCL_FACT: "cpu"}  # CuPy is not even looked at without GPUs
+
+
 @given(st.sampled_from(["all_reduce", "all_gather", "broadcast", "barrier"]), st.sampled_from(list(Impl)),
-       st.booleans(), st.sampled_from([*NCCL_DTYPES, "bool", "complex64", ""]))
-def test_nccl_runs_only_device_arrays_of_its_ops_and_dtypes(op, impl, on_gpu, dtype):
-    path = collective_path(op, impl, on_gpu, dtype)
+       st.booleans(), st.sampled_from([*NCCL_DTYPES, "bool", "complex64", ""]), st.booleans())
+def test_nccl_runs_only_device_arrays_of_its_ops_and_dtypes(op, impl, on_gpu, dtype, available):
+    path = collective_path(op, impl, on_gpu, dtype, available)
     assert (path == "host") == (not on_gpu)
-    assert (path == "nccl") == (on_gpu and impl == Impl.NCCL and op in NCCL_OPS and dtype in NCCL_DTYPES)
+    assert (path == "nccl") == (on_gpu and impl == Impl.NCCL and op in NCCL_OPS and dtype in NCCL_DTYPES
+                                and available)
 
 
 def _lane(has_gpus, fallbacks):
@@ -317,8 +323,10 @@ def test_staging_round_trip_on_a_gpu():
 
 @pytest.mark.gpu
 def test_a_real_nccl_id_crosses_grpc_intact(nodes):
-    cupy = _cupy()
-    raw = id_bytes(cupy.cuda.nccl.get_unique_id())
+    _cupy()
+    from cupy.cuda import nccl
+
+    raw = id_bytes(nccl.get_unique_id())
     nodes[0].publish(3, raw)
     assert nodes[1].fetch(3, _soon(), lambda: None) == raw and len(raw) == MAX_ID_BYTES
 
