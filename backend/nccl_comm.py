@@ -20,9 +20,9 @@ from mirrorlab.collective.communicator import Instance
 
 from .device_wait import wait_for_device
 from .nccl_choice import NCCL_DTYPES
-from .nccl_unique_id import UniqueIdExchange, cupy_id, id_bytes
+from .nccl_unique_id import UniqueIdExchange, cupy_ids, id_bytes
 
-__all__ = ["NcclCollectives", "nccl_library", "nccl_fact", "NCCL_FACT"]
+__all__ = ["NcclCollectives", "nccl_library", "nccl_fact", "new_communicator", "NCCL_FACT"]
 
 NCCL_FACT = "mirrorlab-nccl"
 
@@ -119,7 +119,7 @@ class NcclCollectives:
         def setup() -> None:  # ncclCommInitRank blocks until every rank joins: off this thread, bounded
             with device:
                 try:
-                    made["comm"] = _new_communicator(nccl, inst.size, raw, inst.rank)
+                    made["comm"] = new_communicator(nccl, inst.size, raw, inst.rank)
                 except Exception as exc:  # NcclError
                     made["error"] = exc
 
@@ -135,12 +135,16 @@ class NcclCollectives:
         return self._comm
 
 
-def _new_communicator(nccl: Any, size: int, raw: bytes, rank: int) -> Any:
-    """``NcclCommunicator(size, id, rank)`` with the id as this CuPy takes it (bytes, or a tuple before 13)."""
-    try:
-        return nccl.NcclCommunicator(size, cupy_id(raw, as_tuple=False), rank)
-    except TypeError:
-        return nccl.NcclCommunicator(size, cupy_id(raw, as_tuple=True), rank)
+def new_communicator(nccl: ModuleType, size: int, raw: bytes, rank: int) -> Any:
+    """``NcclCommunicator(size, id, rank)`` with the id in the form this CuPy takes (see ``cupy_ids``): a form it
+    refuses fails on the argument's type or range before NCCL is called."""
+    *others, last = cupy_ids(raw)
+    for form in others:
+        try:
+            return nccl.NcclCommunicator(size, form, rank)
+        except (TypeError, OverflowError):
+            continue
+    return nccl.NcclCommunicator(size, last, rank)
 
 
 def _nccl_dtype(array: Any) -> int:

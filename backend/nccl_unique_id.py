@@ -17,7 +17,7 @@ from mirrorlab import errors
 
 from .grpc_transport import PeerNode
 
-__all__ = ["UniqueIdExchange", "MAX_ID_BYTES", "METHOD", "id_bytes", "cupy_id"]
+__all__ = ["UniqueIdExchange", "MAX_ID_BYTES", "METHOD", "id_bytes", "cupy_ids"]
 
 METHOD = "NcclId"
 MAX_ID_BYTES = 128  # NCCL_UNIQUE_ID_BYTES
@@ -31,9 +31,10 @@ def id_bytes(unique_id: Any) -> bytes:
     return bytes(unique_id) if isinstance(unique_id, (bytes, bytearray)) else bytes(b & 0xFF for b in unique_id)
 
 
-def cupy_id(raw: bytes, as_tuple: bool) -> Any:
-    """``raw`` as ``NcclCommunicator``'s ``commId``: a tuple of signed chars for older CuPy, else the bytes."""
-    return struct.unpack(f"{len(raw)}b", raw) if as_tuple else bytes(raw)
+def cupy_ids(raw: bytes) -> list[Any]:
+    """``raw`` in each form a CuPy's ``NcclCommunicator`` may take as ``commId``, to try in turn: bytes (newer
+    CuPy), then a tuple of chars, signed (x86) or unsigned (where C's ``char`` is, e.g. aarch64)."""
+    return [bytes(raw), struct.unpack(f"{len(raw)}b", raw), tuple(raw)]
 
 
 class UniqueIdExchange:

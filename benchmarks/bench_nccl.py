@@ -16,9 +16,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import tempfile
 import time
-from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -29,8 +28,9 @@ DEFAULT_SIZES = "4K,64K,1M,16M,64M"
 RAW, LANE, GROUP = "cupy nccl", "mirrorlab nccl", "mirrorlab all_reduce"
 
 
-def worker(rank: int, n: int, config: dict, out: str) -> None:
-    """One process on its own GPU: set up NCCL twice (raw and mirrorlab's), time both; save ``<rank>.npy``."""
+def worker(rank: int, n: int, config: dict) -> tuple[list[str], np.ndarray]:
+    """One process on its own GPU: set up NCCL twice (raw and mirrorlab's), time each path; returns the path
+    names and the seconds (reps, sizes, paths)."""
     if n > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)  # before CuPy loads: this process sees its GPU as 0
     import cupy
@@ -39,7 +39,8 @@ def worker(rank: int, n: int, config: dict, out: str) -> None:
     from mirrorlab.aggregation import ReduceOp
     from mirrorlab.backend.gpu_lane import GpuLane
     from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
-    from mirrorlab.backend.nccl_unique_id import UniqueIdExchange, cupy_id, id_bytes
+    from mirrorlab.backend.nccl_comm import new_communicator
+    from mirrorlab.backend.nccl_unique_id import UniqueIdExchange, id_bytes
     from mirrorlab.collective.barrier import barrier
     from mirrorlab.collective.communicator import Communicator
     from mirrorlab.collective.group import CollectiveGroup
@@ -60,10 +61,7 @@ def worker(rank: int, n: int, config: dict, out: str) -> None:
         ids.publish(1, raw_id)
     else:
         raw_id = ids.fetch(1, time.monotonic() + 120, lambda: None)
-    try:
-        raw = nccl.NcclCommunicator(n, cupy_id(raw_id, as_tuple=False), rank)
-    except TypeError:
-        raw = nccl.NcclCommunicator(n, cupy_id(raw_id, as_tuple=True), rank)
+    raw = new_communicator(nccl, n, raw_id, rank)
     stream = cupy.cuda.Stream(non_blocking=True)
 
     def run_raw(x: object, y: object) -> None:
@@ -94,32 +92,20 @@ def worker(rank: int, n: int, config: dict, out: str) -> None:
                 run(x, y)
                 if rep >= config["warmup"]:
                     times[rep - config["warmup"], s, p] = time.perf_counter() - start
-    np.save(Path(out) / f"{rank}.npy", times, allow_pickle=False)
-    (Path(out) / "paths.txt").write_text("\n".join(paths))
     lane.close()
     raw.abort()
     node.close()
+    return list(paths), times
 
 
 def measure(n: int, sizes: list[int], reps: int, warmup: int, timeout: float = 600.0) -> dict[str, np.ndarray]:
     """Per path, (reps, sizes) of the slowest rank's seconds from ``n`` spawned processes."""
     config = {"sizes": sizes, "reps": reps, "warmup": warmup, "ports": _free_ports(n)}
-    context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as out:
-        processes = [context.Process(target=worker, args=(r, n, config, out), daemon=True) for r in range(n)]
-        for p in processes:
-            p.start()
-        end = time.monotonic() + timeout
-        for p in processes:
-            p.join(max(0.1, end - time.monotonic()))
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-        if any(p.exitcode != 0 for p in processes):
-            raise RuntimeError(f"GPU benchmark workers exited with {[p.exitcode for p in processes]}")
-        slowest = np.max([np.load(Path(out) / f"{r}.npy", allow_pickle=False) for r in range(n)], axis=0)
-        names = (Path(out) / "paths.txt").read_text().split("\n")
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = [pool.submit(worker, r, n, config) for r in range(n)]
+        outcomes = [run.result(timeout) for run in runs]
+    names = outcomes[0][0]
+    slowest = np.max([times for _, times in outcomes], axis=0)
     return {name: slowest[:, :, k] for k, name in enumerate(names)}
 
 

@@ -22,7 +22,7 @@ from mirrorlab.backend.gpu_lane import GpuLane
 from mirrorlab.backend.grpc_transport import GrpcTransport, PeerNode
 from mirrorlab.backend.nccl_choice import NCCL_DTYPES, NCCL_NO_GPU, NCCL_OPS, collective_path
 from mirrorlab.backend.nccl_comm import NCCL_FACT, NcclCollectives, nccl_fact
-from mirrorlab.backend.nccl_unique_id import MAX_ID_BYTES, UniqueIdExchange, cupy_id, id_bytes
+from mirrorlab.backend.nccl_unique_id import MAX_ID_BYTES, UniqueIdExchange, cupy_ids, id_bytes
 from mirrorlab.backend.pinned_staging import StagingBuffer
 from mirrorlab.backend.ports import free_ports
 from mirrorlab.collective.communicator import Communicator
@@ -209,10 +209,10 @@ def test_a_fetch_ends_at_its_deadline_or_the_groups_abort(nodes):
 
 
 @given(st.binary(min_size=MAX_ID_BYTES, max_size=MAX_ID_BYTES))
-def test_both_cupy_forms_of_an_id_give_the_same_bytes(raw):
-    signed = cupy_id(raw, as_tuple=True)
-    assert all(-128 <= b < 128 for b in signed) and len(signed) == MAX_ID_BYTES
-    assert id_bytes(signed) == raw == id_bytes(cupy_id(raw, as_tuple=False))
+def test_every_cupy_form_of_an_id_gives_the_same_bytes(raw):
+    as_bytes, signed, unsigned = cupy_ids(raw)
+    assert all(-128 <= b < 128 for b in signed) and all(0 <= b < 256 for b in unsigned)
+    assert [id_bytes(form) for form in (as_bytes, signed, unsigned)] == [raw] * 3
 
 # -- staging bookkeeping and the bounded wait ----------------------------------------------------------------
 
