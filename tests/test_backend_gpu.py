@@ -133,6 +133,18 @@ def test_bad_gpu_requests_name_the_setting_and_the_fix():
         check_visible(2, 0, "/job:worker/replica:0/task:1")
 
 
+def test_a_worker_told_to_use_gpus_it_does_not_see_says_which_and_how_to_fix(monkeypatch):
+    if gpu_module() is not None:
+        pytest.skip("this machine has GPUs")
+    from mirrorlab.backend.environment import BackendEnvironment
+
+    monkeypatch.setenv(GPUS_VAR, "1")
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, '
+                                    '"task": {"type": "worker", "index": 1}}')
+    with pytest.raises(ValueError, match=rf"{GPUS_VAR}=1 but /job:worker/replica:0/task:1 sees 0 GPU.*Fix: install"):
+        BackendEnvironment().default_device_type()
+
+
 def test_launch_refuses_gpus_on_a_machine_without_them(tmp_path):
     if gpu_module() is not None:
         pytest.skip("this machine has GPUs")

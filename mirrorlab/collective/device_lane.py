@@ -12,7 +12,7 @@ from typing import Any
 
 from ..communication import CommunicationImplementation
 
-__all__ = ["DeviceLane", "Run"]
+__all__ = ["DeviceLane", "HOST_LANE", "Run"]
 
 Run = Callable[[Any, Any], Any]
 """``run(instance, array) -> result``: one collective's algorithm over the group's transport."""
