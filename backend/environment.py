@@ -32,9 +32,14 @@ from mirrorlab.runtime.seeds import op_seed
 from .data_lane import DataLanes
 from .diagnosed_transport import DiagnosedTransport
 from .flight_recorder import FlightRecorder
+from .gpu_devices import check_visible, gpus_per_worker
+from .gpu_lane import GpuLane
 from .grpc_transport import ALL_GROUPS, GrpcTransport, PeerNode
 from .lane_tls import lane_contexts
 from .liveness import Heartbeats
+from .nccl_choice import fallback_label
+from .nccl_comm import nccl_fact
+from .nccl_unique_id import UniqueIdExchange
 from .peer_views import group_progress, worker_views
 from .rendezvous import Rendezvous, WorkerFacts
 from .settings import BackendSettings, devices_per_worker, fingerprint
@@ -65,9 +70,18 @@ class BackendEnvironment(LocalEnvironment):
         self._settings: BackendSettings | None = None
         self._shm: dict[int, ShmTransport] = {}  # by collective group
         self.transport_name = "grpc"
-        self._lane_peers: list[int] = []
+        self._lane_peers: list[int] = []  # peers with a TCP data lane (data_lane.py)
+        self._ids: UniqueIdExchange | None = None  # NCCL unique ids over gRPC (gpu_lane.py)
+        self._lanes: list[GpuLane] = []
 
     def default_device_type(self) -> tuple[str, int]:
+        gpus = gpus_per_worker()
+        if gpus is not None:  # mirrorlab launch --gpus-per-worker
+            device_type, visible = super().default_device_type()
+            resolver = TFConfigClusterResolver()
+            task = f"/job:{resolver.task_type}/replica:0/task:{resolver.task_id}"
+            check_visible(gpus, visible if device_type == "GPU" else 0, task)
+            return "GPU", gpus
         count = devices_per_worker()
         return ("CPU", count) if count is not None else super().default_device_type()
 
@@ -79,7 +93,7 @@ class BackendEnvironment(LocalEnvironment):
         device_type, count = self.default_device_type()
         with self._lock:
             if self._node is None:
-                self._connect(cluster_spec, rank, names, count)
+                self._connect(cluster_spec, rank, names, count, device_type == "GPU")
             elif cluster_spec.as_dict() != self._cluster:
                 raise ValueError(f"this worker joined the cluster {self._cluster}; a later strategy names "
                                  f"{cluster_spec.as_dict()}. Fix: one process is one task of one cluster.")
@@ -93,7 +107,17 @@ class BackendEnvironment(LocalEnvironment):
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
         runtime = self.make_runtime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)])
         runtime.transport_name = self.transport_name + (LANE_SUFFIX if self._lane_peers else "")
+        comm.lane = self._lane(group, device_type == "GPU", runtime)
         return runtime
+
+    def _lane(self, group: int, has_gpus: bool, runtime: WorkerRuntime) -> GpuLane:
+        """Group ``group``'s device lane; a fall-back from NCCL shows in ``runtime.transport_name``."""
+        def fell_back() -> None:
+            runtime.transport_name = fallback_label(runtime.transport_name)
+
+        lane = GpuLane(group, self._ids, self._settings.rendezvous_timeout, has_gpus, fell_back)
+        self._lanes.append(lane)
+        return lane
 
     def make_runtime(self, comm: Communicator, devices: Sequence[str]) -> WorkerRuntime:
         """This worker's runtime for one collective group (the scenario runner's workers add fault hooks here)."""
@@ -112,7 +136,8 @@ class BackendEnvironment(LocalEnvironment):
         self._shm[group] = transport
         return transport
 
-    def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int) -> None:
+    def _connect(self, cluster_spec: ClusterSpec, rank: int, names: Sequence[str], devices: int,
+                 has_gpus: bool) -> None:
         settings = BackendSettings.from_environ()
         addresses = [cluster_spec.task_address(*_task_of(name)) for name in names]
         self.transport_name = choose_transport(addresses)
@@ -122,12 +147,14 @@ class BackendEnvironment(LocalEnvironment):
         node.local_state = self.describe_state
         node.on_abort = self._abort_shm
         cluster = json.dumps(cluster_spec.as_dict(), sort_keys=True)
-        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(), fingerprint())
+        facts = WorkerFacts(__version__, cluster, names[rank], devices, pin_blas_threads(),
+                            fingerprint() | nccl_fact(has_gpus))
         rendezvous = Rendezvous(node, facts)
         lanes = None
         if self.transport_name == "grpc" and settings.uses_data_lanes:
             lanes = DataLanes(node, settings.token, settings.keepalive,
                               lane_contexts(settings.tls) if settings.tls else None, settings.data_lane_port)
+        self._ids = UniqueIdExchange(node)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()
         self._node, self._cluster = node, cluster_spec.as_dict()
@@ -203,6 +230,8 @@ class BackendEnvironment(LocalEnvironment):
         for transport in self._shm.values():
             transport.close()
         self._shm.clear()
+        for lane in self._lanes:
+            lane.close()
         if self._node is not None:
             self._node.close()
             self._node = None

@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
+from .gpu_devices import launch_gpu_envs
 from .malloc_tuning import reuse_freed_memory_env
 from .ports import free_ports
 from .settings import DEVICES_VAR, TOKEN_VAR
@@ -40,6 +41,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("launch", help="run a script as N local worker processes over gRPC")
     parser.add_argument("--workers", type=int, required=True, help="worker processes to start")
     parser.add_argument("--devices-per-worker", type=int, default=1, help="CPU devices per worker (default 1)")
+    parser.add_argument("--gpus-per-worker", type=int, default=0,
+                        help="GPUs per worker, each worker its own slice of this host's GPUs (default 0: CPUs)")
     parser.add_argument("--port", type=int, default=None,
                         help="first port (workers use PORT, PORT+1, ...); default: free ports found on 127.0.0.1")
     parser.add_argument("--stop-grace", type=float, default=10.0,
@@ -54,15 +57,35 @@ def _main(args: argparse.Namespace) -> int:
         if value < 1:
             print(f"mirrorlab launch: {name}={value}: need at least 1.", file=sys.stderr)
             return 2
+    if args.gpus_per_worker < 0:
+        print(f"mirrorlab launch: --gpus-per-worker={args.gpus_per_worker}: need 0 or more.", file=sys.stderr)
+        return 2
     if not os.path.isfile(args.script):
         print(f"mirrorlab launch: script {args.script!r} not found.", file=sys.stderr)
         return 2
-    return launch(args.script, args.args, args.workers, args.devices_per_worker, args.port, args.stop_grace)
+    try:
+        gpu_envs = _gpu_envs(args.workers, args.gpus_per_worker)
+    except ValueError as exc:
+        print(f"mirrorlab launch: {exc}", file=sys.stderr)
+        return 2
+    return launch(args.script, args.args, args.workers, args.devices_per_worker, args.port, args.stop_grace,
+                  gpu_envs=gpu_envs)
+
+
+def _gpu_envs(workers: int, gpus_per_worker: int) -> list[dict[str, str]]:
+    """Each worker's GPU slice; CuPy is consulted only when GPUs are asked for."""
+    if not gpus_per_worker:
+        return launch_gpu_envs(workers, 0, 0, None)
+    from mirrorlab.runtime.local import count_gpus
+
+    return launch_gpu_envs(workers, gpus_per_worker, count_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def launch(script: str, script_args: Sequence[str], workers: int, devices_per_worker: int = 1,
-           port: int | None = None, stop_grace: float = 10.0, out: IO[str] = sys.stdout) -> int:
-    """Run ``script`` on ``workers`` local processes; returns 0, or the first failing worker's exit code."""
+           port: int | None = None, stop_grace: float = 10.0, out: IO[str] = sys.stdout,
+           gpu_envs: Sequence[dict[str, str]] | None = None) -> int:
+    """Run ``script`` on ``workers`` local processes; returns 0, or the first failing worker's exit code.
+    ``gpu_envs[i]`` (``gpu_devices.launch_gpu_envs``) gives worker ``i`` its GPUs."""
     ports = list(range(port, port + workers)) if port else free_ports(workers)
     configs = tf_configs([f"127.0.0.1:{p}" for p in ports])
     token = secrets.token_hex(16)
@@ -71,6 +94,7 @@ def launch(script: str, script_args: Sequence[str], workers: int, devices_per_wo
         env = reuse_freed_memory_env() | dict(os.environ)  # a setting the user made wins
         env.update({"TF_CONFIG": config, "PYTHONUNBUFFERED": "1", TOKEN_VAR: token,
                     DEVICES_VAR: str(devices_per_worker)})
+        env.update(gpu_envs[index] if gpu_envs else {})
         proc = subprocess.Popen([sys.executable, script, *script_args], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         procs.append(proc)

@@ -10,7 +10,7 @@ gRPC) when tensorflow is importable. Each repetition starts after a barrier and 
 time; busbw = bytes / time x 2(n-1)/n, as nccl-tests define it.
 
 Run: ``python benchmarks/bench_allreduce.py [--sizes 4K,64K,1M,16M,64M] [--procs 2,4] [--reps 7] [--reuse-memory]
-[--paths "grpc ring,tf ring"]``.
+[--paths "grpc ring,tf ring"]``; ``--gpu``: the NCCL benchmark (``bench_nccl.py``).
 """
 
 from __future__ import annotations
@@ -257,7 +257,14 @@ def main(argv: list[str] | None = None) -> None:
                         help='comma-separated path names to time, e.g. "grpc ring,tf ring" (default: all present)')
     parser.add_argument("--reuse-memory", action="store_true",
                         help="start the workers with glibc's large-buffer reuse (backend/malloc_tuning.py)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="instead: NCCL through mirrorlab vs CuPy's own call (bench_nccl.py; skips without GPUs)")
     args = parser.parse_args(argv)
+    if args.gpu:  # GPU section: bench_nccl.py
+        from bench_nccl import main as gpu_main
+
+        gpu_main(["--sizes", args.sizes])
+        return
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     use_torch, use_grpc = HAS_TORCH and not args.no_torch, HAS_GRPC and not args.no_grpc
     only = [name.strip() for name in args.paths.split(",")] if args.paths else None

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 import mirrorlab.tf as tf
+from mirrorlab.tensor import to_host
 
 
 def custom_loop(steps: int = 4) -> dict:
@@ -143,6 +144,39 @@ def hang_on_worker_1(mode: str, timeout_s: str = "4") -> dict:
         strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", value))
         if step == 0:
             print("READY pid", os.getpid(), flush=True)
+    return {}
+
+
+def implementation_all_reduce(implementation: str, size: str = "3000") -> dict:
+    """Two all-reduces (SUM of a per-worker random float32 vector, then a broadcast through variable creation)
+    under ``implementation``; on GPU workers the values live on the GPUs. The result's hash, the path the strategy
+    reports and where the result lived."""
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    worker = strategy.cluster_resolver.task_id
+    value = np.random.default_rng(worker).standard_normal(int(size)).astype(np.float32)
+    with strategy.scope():
+        start = tf.Variable(value)  # created from the chief's value: a broadcast
+    total = strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", tf.constant(value)))
+    local = strategy.experimental_local_results(total)[0]
+
+    def digest(array):
+        return hashlib.sha256(np.ascontiguousarray(to_host(array)).tobytes()).hexdigest()
+
+    return {"sum": digest(local), "start": digest(start.numpy()), "transport": strategy.extended.transport_name,
+            "array": type(local).__module__.split(".")[0]}
+
+
+def nccl_peer_dies() -> dict:
+    """NCCL all-reduces on GPUs; worker 1 dies abruptly (no goodbye) after the first, worker 0 goes on."""
+    options = tf.distribute.experimental.CommunicationOptions(implementation="NCCL", timeout_seconds=30)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    value = tf.constant(np.ones(1 << 20, np.float32))
+    for step in range(3):
+        if step == 1 and strategy.cluster_resolver.task_id == 1:
+            os._exit(3)
+        strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("SUM", value))
+        print("STEP", step, flush=True)
     return {}
 
 

@@ -71,9 +71,9 @@ def _finish(proc, timeout=LIMIT, dump=False):
         pytest.fail(f"process {proc.args} did not end within {timeout} s; its output:\n{out[-8000:]}")
 
 
-def run_launch(workers, program, _args=(), **env):
-    """(exit code, output) of ``mirrorlab launch --workers N backend_programs.py PROGRAM ARGS...``."""
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", str(workers), PROGRAMS,
+def run_launch(workers, program, _args=(), _flags=(), **env):
+    """(exit code, output) of ``mirrorlab launch --workers N FLAGS... backend_programs.py PROGRAM ARGS...``."""
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlab", "launch", "--workers", str(workers), *_flags, PROGRAMS,
                              program, *_args], env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = _finish(proc)
     return proc.returncode, out

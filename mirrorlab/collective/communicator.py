@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import errors
 from ..tensor import array_module
+from .device_lane import HOST_LANE, DeviceLane
 from .message import Fingerprint, Header, Message
 from .request_kind import current_kind
 from .transport import Transport
@@ -63,6 +64,7 @@ class Communicator:
         self.last_completed: CollectiveState | None = None
         self._local_error: errors.OpError | None = None
         self.check_sites = True  # compare call sites across workers (the strategy may opt out, see CHECK_SITES_ENV)
+        self.lane: DeviceLane = HOST_LANE  # where device arrays travel (a real backend with GPUs sets its own)
 
     def now(self) -> float:
         return self._clock()
@@ -143,14 +145,18 @@ class Instance:
         except errors.DeadlineExceededError as exc:
             if self.comm.error is not None:
                 raise  # a peer's timeout passed on: its own words (and, on real workers, the diagnosis)
-            raise self.comm.fail(errors.DeadlineExceededError(
-                "Collective has timed out during execution.\n"
-                f"{self.comm.worker_label(self.rank)} waited {self.timeout} s in {self.state.describe()} "
-                f"for {self.comm.worker_label(peer)}, which has not sent its part.\n"
-                "Fix: check that worker is alive and runs the same collectives; raise "
-                "CommunicationOptions(timeout_seconds=...) if it is merely slow.")) from exc
+            raise self.timed_out(f"{self.comm.worker_label(peer)}, which has not sent its part") from exc
         self._check(peer, message.header)
         return message.payload
+
+    def timed_out(self, waiting_for: str) -> errors.OpError:
+        """TF's timeout error for this instance, naming what it waited for, after failing the group with it."""
+        return self.comm.fail(errors.DeadlineExceededError(
+            "Collective has timed out during execution.\n"
+            f"{self.comm.worker_label(self.rank)} waited {self.timeout} s in {self.state.describe()} "
+            f"for {waiting_for}.\n"
+            "Fix: check that worker is alive and runs the same collectives; raise "
+            "CommunicationOptions(timeout_seconds=...) if it is merely slow."))
 
     def _check(self, peer: int, header: Header) -> None:
         mine, theirs = self.state, CollectiveState(header.seq, header.fingerprint, header.site, header.kind)

@@ -196,14 +196,16 @@ class CollectiveGroup:
         fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), op.name)
         local_shapes = [fp.shape] * self.num_local
         nbytes = sum(a.nbytes for a in arrays)
-        algorithm = choose_all_reduce(nbytes, self.comm.size, self.options.merge(options).implementation)
+        implementation = self.options.merge(options).implementation
+        algorithm = choose_all_reduce(nbytes, self.comm.size, implementation)
+        name, run = self.comm.lane.route("all_reduce", implementation, arrays[0], algorithm.name, algorithm.run)
 
         def body(inst: Instance) -> list[Any]:
             if inst.size == 1:
                 return arrays
             xp = array_module(arrays[0])
             flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
-            total = algorithm.run(inst, flat)
+            total = run(inst, flat)
             parts, pos = [], 0
             for a in arrays:
                 parts.append(total[pos:pos + a.size].reshape(a.shape))
@@ -211,7 +213,7 @@ class CollectiveGroup:
             return parts
 
         return self._run(fp, site, options, local_shapes, body, list(zip(*replica_leaves)),
-                         algorithm.name if self.comm.size > 1 else None)
+                         name if self.comm.size > 1 else None)
 
     def all_gather(self, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None) -> list[Any]:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""
@@ -226,20 +228,24 @@ class CollectiveGroup:
         first = leaf[0]
         block = first if len(leaf) == 1 else array_module(first).concatenate(leaf, axis=0)
         fp = Fingerprint("all_gather", dtype_name(first), (None, *shape_of(first)[1:]))
+        _, run = self.comm.lane.route("all_gather", self.options.merge(options).implementation, block, None,
+                                      gather_ring)
 
         def body(inst: Instance) -> Any:
-            return block if inst.size == 1 else concat_blocks(allgather_ring(inst, block))
+            return block if inst.size == 1 else run(inst, block)
 
         return frozen(self._run(fp, site, options, [shape_of(a) for a in leaf], body, [(a,) for a in leaf]))
 
     def broadcast(self, values: Sequence[Any], site: str, options: Options | None = None) -> list[Any]:
         """The chief's (rank 0's) value of each leaf on every worker; shapes and dtypes must agree."""
         out = []
+        implementation = self.options.merge(options).implementation
         for value in values:
             fp = Fingerprint("broadcast", dtype_name(value), shape_of(value), "root 0")
+            _, run = self.comm.lane.route("broadcast", implementation, value, None, broadcast_from_chief)
 
-            def body(inst: Instance, value: Any = value) -> Any:
-                return value if inst.size == 1 else broadcast_tree(inst, value, root=0)
+            def body(inst: Instance, value: Any = value, run: Any = run) -> Any:
+                return value if inst.size == 1 else run(inst, value)
 
             out.append(frozen(self._run(fp, site, options, [shape_of(value)] * self.num_local, body,
                                         [(value,)] * self.num_local)))
@@ -247,8 +253,20 @@ class CollectiveGroup:
 
     def barrier(self, site: str, what: str = "barrier", options: Options | None = None) -> None:
         """Wait until every worker reaches the same barrier (``what`` names it in reports)."""
+        _, run = self.comm.lane.route("barrier", self.options.merge(options).implementation, None, None,
+                                      lambda inst, _: barrier(inst))
         self._run(Fingerprint("barrier", detail=what), site, options, [()] * self.num_local,
-                  lambda inst: None if inst.size == 1 else barrier(inst))
+                  lambda inst: None if inst.size == 1 else run(inst, None))
+
+
+def gather_ring(inst: Instance, block: Any) -> Any:
+    """Every rank's ``block`` concatenated along axis 0 in rank order (the ring all-gather)."""
+    return concat_blocks(allgather_ring(inst, block))
+
+
+def broadcast_from_chief(inst: Instance, value: Any) -> Any:
+    """Rank 0's ``value`` on every rank (the binomial-tree broadcast)."""
+    return broadcast_tree(inst, value, root=0)
 
 
 def _error_text(exc: errors.OpError) -> str:
