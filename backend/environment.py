@@ -166,6 +166,8 @@ class BackendEnvironment(LocalEnvironment):
         rendezvous.wait(settings.rendezvous_timeout)
         if lanes is not None:
             self._lane_peers = lanes.open(settings.rendezvous_timeout)
+            if self._lane_peers:
+                self.recorder.meta["transport"] = self.transport_name + LANE_SUFFIX
             log.info("%s: collectives over gRPC, their messages on TCP data lanes to workers %s", node.label(rank),
                      self._lane_peers)
         heartbeats.start()
