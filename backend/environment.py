@@ -72,7 +72,7 @@ class BackendEnvironment(LocalEnvironment):
         self.transport_name = "grpc"
         self._lane_peers: list[int] = []  # peers with a TCP data lane (data_lane.py)
         self._ids: UniqueIdExchange | None = None  # NCCL unique ids over gRPC (gpu_lane.py)
-        self._lanes: list[GpuLane] = []
+        self._gpu_lanes: list[GpuLane] = []
 
     def default_device_type(self) -> tuple[str, int]:
         gpus = gpus_per_worker()
@@ -107,16 +107,16 @@ class BackendEnvironment(LocalEnvironment):
         prefix = f"/job:{task_type}/replica:0/task:{task_id}"
         runtime = self.make_runtime(comm, [f"{prefix}/device:{device_type}:{k}" for k in range(count)])
         runtime.transport_name = self.transport_name + (LANE_SUFFIX if self._lane_peers else "")
-        comm.lane = self._lane(group, device_type == "GPU", runtime)
+        comm.lane = self._gpu_lane(group, device_type == "GPU", runtime)
         return runtime
 
-    def _lane(self, group: int, has_gpus: bool, runtime: WorkerRuntime) -> GpuLane:
+    def _gpu_lane(self, group: int, has_gpus: bool, runtime: WorkerRuntime) -> GpuLane:
         """Group ``group``'s device lane; a fall-back from NCCL shows in ``runtime.transport_name``."""
         def fell_back() -> None:
             runtime.transport_name = fallback_label(runtime.transport_name)
 
         lane = GpuLane(group, self._ids, self._settings.rendezvous_timeout, has_gpus, fell_back)
-        self._lanes.append(lane)
+        self._gpu_lanes.append(lane)
         return lane
 
     def make_runtime(self, comm: Communicator, devices: Sequence[str]) -> WorkerRuntime:
@@ -232,7 +232,7 @@ class BackendEnvironment(LocalEnvironment):
         for transport in self._shm.values():
             transport.close()
         self._shm.clear()
-        for lane in self._lanes:
+        for lane in self._gpu_lanes:
             lane.close()
         if self._node is not None:
             self._node.close()
