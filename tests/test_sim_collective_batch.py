@@ -17,7 +17,7 @@ from mirrorlab.collective.allreduce_ring import allreduce_ring
 from mirrorlab.collective.allreduce_ring_pipelined import allreduce_ring_pipelined
 from mirrorlab.collective.message import Fingerprint
 from mirrorlab.sim import SimCluster
-from mirrorlab.sim.collective_batch import dry_run
+from mirrorlab.sim.collective_batch import CLOSED_FORM_BELOW, dry_run
 from mirrorlab.sim.lazy_array import Filled, Leaf, NeedsData, Placeholder
 from mirrorlab.sim.lazy_eval import FUSE_FROM
 from mirrorlab.tensor import frozen
@@ -172,7 +172,7 @@ def test_pipelined_ring_and_gather_reduce_batched_are_bit_identical_to_message_b
     (2, PIPELINED_RING_FROM_BYTES // 4 + 5, "pipelined_ring", 1),
     (8, PIPELINED_RING_FROM_BYTES // 4 + 5, "pipelined_ring", 1),
     (10, 4, "gather_reduce(halving_doubling order)", 1),
-    (8, 4, "gather_reduce(ring order)", 0),
+    (8, 4, "gather_reduce(ring order)", 1),  # its closed form: computed once too
 ])
 def test_the_strategy_computes_the_pipelined_ring_once_on_an_instant_network(workers, size, expected, computed):
     def program(sizes):
@@ -231,13 +231,44 @@ def test_a_dry_run_that_needed_data_is_not_tried_again_for_the_same_algorithm_an
 
     tried: list[str] = []
     real = collective_batch.dry_run
-    monkeypatch.setattr(collective_batch, "dry_run", lambda inst, body: tried.append(inst.algorithm) or real(inst, body))
+    monkeypatch.setattr(collective_batch, "dry_run",
+                        lambda inst, body, **kw: tried.append(inst.algorithm) or real(inst, body, **kw))
 
-    def program():  # 2 workers, 4 floats: gather-reduce in ring order, which adds into np.empty (message by message)
+    def program():  # 2 workers, 40000 floats: gather-reduce in ring order, too large for its closed form, and its
+        # sum picks each element's operands with np.take (so it runs message by message)
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        return [float(strategy.reduce("sum", tf.constant([1.0, 2.0, 3.0, float(k)]), axis=None)[3]) for k in range(4)]
+        return [float(strategy.reduce("sum", tf.constant(np.full(40000, k, np.float32)), axis=None)[3])
+                for k in range(4)]
 
     result = SimCluster(workers=2, seed=5).run(program)
     assert result.values() == [[0.0, 2.0, 4.0, 6.0]] * 2
+    assert 40000 * 2 >= CLOSED_FORM_BELOW
     gather_reduce = [name for name in tried if name is not None and "gather" in name]
     assert len(gather_reduce) == 2, tried  # once per worker, not once per reduce
+
+
+@settings(max_examples=15, deadline=None)
+@given(workers=st.sampled_from([2, 3, 4, 5, 8, 9, 13, 17]), size=st.integers(0, 300),
+       dtype=st.sampled_from(["float32", "float64", "int32", "float16"]),
+       implementation=st.sampled_from(["AUTO", "RING"]), steps=st.integers(2, 4), seed=st.integers(0, 3))
+def test_small_all_reduces_computed_from_their_closed_form_step_after_step_match_message_by_message(
+        workers, size, dtype, implementation, steps, seed):
+    def program() -> list[bytes]:
+        options = tf.distribute.experimental.CommunicationOptions(implementation=IMPLEMENTATIONS[implementation])
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        out = []
+        for step in range(steps):  # the same collectives again: the messages counted once are reused
+            rng = np.random.default_rng([seed, step, strategy.extended._rank])
+            x = (rng.standard_normal(size) * 10.0 ** rng.integers(-4, 5, size)).astype(dtype)
+            if size and dtype.startswith("float"):
+                x[rng.random(size) < 0.05] = np.nan
+            out.append(strategy.reduce("sum", strategy.experimental_distribute_values_from_function(lambda c: x),
+                                       axis=None))
+            out += strategy.experimental_local_results(strategy.run(
+                lambda: tf.distribute.get_replica_context().all_reduce("mean", [x, np.float32(step)])))[0]
+        return [np.ascontiguousarray(o).tobytes() for o in out]
+
+    batched = SimCluster(workers=workers, seed=seed).run(program)
+    assert (batched.values(), batched.messages) == per_message(workers, 1, program)
+    assert batched.computed_once >= 2 * steps  # every small all-reduce, from the first step on
+    assert batched.virtual_time == 0.0

@@ -11,7 +11,10 @@ operands are added in the same operand order too).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from ..tensor import array_module
 from .allreduce_ring import chunk_bounds
@@ -21,18 +24,31 @@ __all__ = ["allreduce_gather_reduce", "ring_order_total", "halving_doubling_orde
 
 
 def ring_order_total(arrays: Sequence[Any]) -> Any:
-    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array."""
+    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array.
+
+    The operands are picked per element first (row k holds each element's k-th operand), so the n - 1 additions
+    run over whole rows instead of once per chunk: the same additions, in the same operand order."""
     n = len(arrays)
     xp = array_module(arrays[0])
-    total = xp.empty(arrays[0].shape, arrays[0].dtype)
-    for c, (a, b) in enumerate(chunk_bounds(arrays[0].shape[0], n)):
-        if a == b:  # fewer elements than ranks: nothing to add
-            continue
-        acc = total[a:b]
-        xp.add(arrays[c][a:b], arrays[(c + 1) % n][a:b], out=acc)
-        for k in range(2, n):
-            xp.add(acc, arrays[(c + k) % n][a:b], out=acc)
+    if n == 1:
+        return xp.array(arrays[0])
+    picked = xp.take(xp.concatenate(arrays), xp.asarray(_ring_picks(arrays[0].shape[0], n)))
+    total = picked[0] + picked[1]
+    for k in range(2, n):
+        xp.add(total, picked[k], out=total)
     return total
+
+
+@lru_cache(maxsize=256)
+def _ring_picks(length: int, n: int) -> np.ndarray:
+    """Where element e's k-th operand of the ring's sum sits in the n arrays laid end to end (chunk c starts at
+    rank c), as an (n, length) index."""
+    first = np.empty(length, np.intp)
+    for c, (a, b) in enumerate(chunk_bounds(length, n)):
+        first[a:b] = c
+    picks = (first + np.arange(n)[:, None]) % n * length + np.arange(length)
+    picks.flags.writeable = False
+    return picks
 
 
 def halving_doubling_order_total(arrays: Sequence[Any]) -> Any:
@@ -69,4 +85,4 @@ def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> A
     for k in range(1, n):
         peer = (r - k) % n
         arrays[peer] = inst.recv(peer, step=0)
-    return total_in_order(arrays)
+    return inst.combine(total_in_order, arrays)

@@ -23,6 +23,7 @@ from .algorithm_choice import choose_all_reduce
 from .allgather_ring import allgather_ring, concat_blocks
 from .barrier import barrier
 from .broadcast_tree import broadcast_tree
+from .closed_form import ClosedForm
 from .communicator import FIX_DESYNC, Communicator, Instance, shape_mismatch_text
 from .message import Fingerprint
 from .packing import group_by_size
@@ -97,9 +98,11 @@ class CollectiveGroup:
 
     def _run(self, fingerprint: Fingerprint, site: str, options: Options | None,
              local_shapes: Sequence[Any], body: Callable[[Instance], Any],
-             inputs: Sequence[Sequence[Any]] = (), algorithm: str | None = None) -> Any:
+             inputs: Sequence[Sequence[Any]] = (), algorithm: str | None = None,
+             closed_form: ClosedForm | None = None) -> Any:
         """Run ``body`` as the next instance and trace it; ``inputs[k]`` are the arrays local replica k contributed
-        (looked at only when the trace records values); ``algorithm`` names the cross-worker algorithm, if chosen."""
+        (looked at only when the trace records values); ``algorithm`` names the cross-worker algorithm, if chosen;
+        ``closed_form``: the same instance stated whole, which the transport may compute instead."""
         opts = self.options.merge(options)
         try:
             inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
@@ -113,7 +116,7 @@ class CollectiveGroup:
         start = self.comm.now()
         status, text, result = "ok", "", None
         try:
-            result = inst.run(body)
+            result = inst.run(body, closed_form)
             return result
         except errors.OpError as exc:
             status, text = "error", _error_text(exc)
@@ -199,21 +202,21 @@ class CollectiveGroup:
         implementation = self.options.merge(options).implementation
         algorithm = choose_all_reduce(nbytes, self.comm.size, implementation)
         name, run = self.comm.lane.route("all_reduce", implementation, arrays[0], algorithm.name, algorithm.run)
+        if self.comm.size == 1:
+            return self._run(fp, site, options, local_shapes, lambda inst: arrays, list(zip(*replica_leaves)))
+        xp = array_module(arrays[0])
+        flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
 
-        def body(inst: Instance) -> list[Any]:
-            if inst.size == 1:
-                return arrays
-            xp = array_module(arrays[0])
-            flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
-            total = run(inst, flat)
+        def finish(total: Any) -> list[Any]:
             parts, pos = [], 0
             for a in arrays:
                 parts.append(total[pos:pos + a.size].reshape(a.shape))
                 pos += a.size
             return parts
 
-        return self._run(fp, site, options, local_shapes, body, list(zip(*replica_leaves)),
-                         name if self.comm.size > 1 else None)
+        closed = ClosedForm(flat, algorithm.total, finish) if run is algorithm.run else None
+        return self._run(fp, site, options, local_shapes, lambda inst: finish(run(inst, flat)),
+                         list(zip(*replica_leaves)), name, closed)
 
     def all_gather(self, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None) -> list[Any]:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""
