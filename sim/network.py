@@ -178,8 +178,9 @@ class SimTransport(Transport):
         self._expected[src] = self._expected.get(src, 0) + count
 
     def execute(self, instance: Any, body: Callable[[Any], Any], closed_form: Any = None) -> Any:
-        """On an instant network, compute the collective with its other members (``collective_batch``)."""
-        if not self.network.instant or self._abort is not None:
+        """On an instant network, compute the collective with its other members (``collective_batch``); alone, it
+        sends nothing: run it."""
+        if not self.network.instant or self._abort is not None or self.size == 1:
             return body(instance)
         return self.network.meetings.join(self, instance, body, closed_form)
 

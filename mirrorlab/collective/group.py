@@ -131,19 +131,19 @@ class CollectiveGroup:
         if self.trace is None:
             return
         end = self.comm.now()
-        base = self.worker * self.num_local
-        values = self.trace.record_values
+        worker, trace = self.comm.rank, self.trace
+        base = worker * self.num_local
+        values = trace.record_values
         digest = _digest(result) if values and status == "ok" else None
+        step = self.step if values else None
         jsonable: dict[int, list] = {}  # local replicas usually share one shape object
         for k, shape in enumerate(local_shapes):
             if id(shape) not in jsonable:
                 jsonable[id(shape)] = _jsonable(shape)
-            self.trace.add(CollectiveEvent(
-                worker=self.worker, replica=base + k, seq=seq, op=fp.op, detail=fp.detail,
-                dtype=fp.dtype, shape=jsonable[id(shape)], start=start, end=end, site=site,
-                status=status, error=text, step=self.step if values else None,
-                nonfinite=_nonfinite(inputs[k] if k < len(inputs) else ()) if values else None, digest=digest,
-                algorithm=algorithm))
+            nonfinite = _nonfinite(inputs[k] if k < len(inputs) else ()) if values else None
+            # (positional: the event's fields in order, as building it by keyword costs a third more per replica)
+            trace.add(CollectiveEvent(worker, base + k, seq, fp.op, fp.detail, fp.dtype, jsonable[id(shape)], start,
+                                      end, site, status, text, step, nonfinite, digest, algorithm))
 
     def _check_local(self, leaves: Sequence[Sequence[Any]], gather: bool = False) -> None:
         """Local replicas must agree on dtype and shape (all but the first dimension for gathers)."""
