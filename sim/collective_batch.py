@@ -9,7 +9,7 @@ would have, computes every rank's result once (``lazy_eval``) and wakes the othe
 one block, not one per message, and a 1024-worker cluster holds one copy of each result, not 1024.
 
 An all-reduce whose caller states it whole (``ClosedForm``: every rank's result is ``total`` of the ranks' inputs,
-in the algorithm's order of additions) and is small is cheaper still: its messages are counted once per algorithm,
+in the algorithm's order of additions) is cheaper still: its messages are counted once per algorithm,
 fingerprint and cluster size (by the dry run and match above, its local sum only described), and from then on its
 members just hand over their inputs and the last one computes ``total`` once, for everyone.
 
@@ -32,17 +32,13 @@ from mirrorlab.collective.communicator import Instance
 from mirrorlab.tensor import frozen
 
 from .lazy_array import Described, Filled, NeedsData, Placeholder, lift
-from .lazy_eval import FUSE_FROM, Materializer
+from .lazy_eval import Materializer
 
 if TYPE_CHECKING:
     from .network import SimNetwork, SimTransport
     from .scheduler import SimThread
 
-__all__ = ["Meetings", "dry_run", "CLOSED_FORM_BELOW"]
-
-CLOSED_FORM_BELOW = FUSE_FROM
-"""Closed forms are computed for all-reduces of fewer elements x ranks than this; larger ones are fused (one shared
-tree of whole-vector additions, far less memory than the closed forms' per-rank copies)."""
+__all__ = ["Meetings", "dry_run"]
 
 Op = tuple[int, int, Any, bool]  # (peer, step, payload or placeholder, is a receive)
 
@@ -177,14 +173,12 @@ class Meetings:
     def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any],
              closed: ClosedForm | None = None) -> Any:
         """Run ``body`` (this member's collective) together with the other members, or message by message;
-        ``closed``: the same collective stated whole (computed from it when small)."""
+        ``closed``: the same collective stated whole (then computed from it)."""
         key = (transport.group, inst.state.seq)
         meeting = self._open.get(key)
         if meeting is not None and (meeting.identity() != inst.state or transport.rank in meeting.plans):
             self.release(meeting)
             return body(inst)
-        if closed is not None and closed.flat.size * transport.size >= CLOSED_FORM_BELOW:
-            closed = None
         counted = (inst.algorithm, inst.state.fingerprint, transport.size) in self._counts if closed else False
         plan_key = (inst.algorithm, inst.state.fingerprint, transport.size, transport.rank)
         if counted:

@@ -17,7 +17,7 @@ from mirrorlab.collective.allreduce_ring import allreduce_ring
 from mirrorlab.collective.allreduce_ring_pipelined import allreduce_ring_pipelined
 from mirrorlab.collective.message import Fingerprint
 from mirrorlab.sim import SimCluster
-from mirrorlab.sim.collective_batch import CLOSED_FORM_BELOW, dry_run
+from mirrorlab.sim.collective_batch import dry_run
 from mirrorlab.sim.lazy_array import Filled, Leaf, NeedsData, Placeholder
 from mirrorlab.sim.lazy_eval import FUSE_FROM
 from mirrorlab.tensor import frozen
@@ -234,15 +234,20 @@ def test_a_dry_run_that_needed_data_is_not_tried_again_for_the_same_algorithm_an
     monkeypatch.setattr(collective_batch, "dry_run",
                         lambda inst, body, **kw: tried.append(inst.algorithm) or real(inst, body, **kw))
 
-    def program():  # 2 workers, 40000 floats: gather-reduce in ring order, too large for its closed form, and its
-        # sum picks each element's operands with np.take (so it runs message by message)
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        return [float(strategy.reduce("sum", tf.constant(np.full(40000, k, np.float32)), axis=None)[3])
-                for k in range(4)]
+    def program():  # gather-reduce in ring order run as a bare algorithm (no closed form): its sum picks each
+        # element's operands with np.take, which needs data, so it runs message by message
+        comm = tf.distribute.MultiWorkerMirroredStrategy().extended._group.comm
+        out = []
+        for k in range(4):
+            inst = comm.start(Fingerprint("all_reduce", "float32", (4,), "SUM"), "test", 60.0)
+            inst.algorithm = "gather_reduce(ring order)"
+            x = frozen(np.full(4, k, np.float32))
+            out.append(float(inst.run(lambda i: allreduce_gather_reduce(i, x))[3]))
+            inst.done()
+        return out
 
     result = SimCluster(workers=2, seed=5).run(program)
     assert result.values() == [[0.0, 2.0, 4.0, 6.0]] * 2
-    assert 40000 * 2 >= CLOSED_FORM_BELOW
     gather_reduce = [name for name in tried if name is not None and "gather" in name]
     assert len(gather_reduce) == 2, tried  # once per worker, not once per reduce
 
