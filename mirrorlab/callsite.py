@@ -38,6 +38,7 @@ def is_internal(filename: str) -> bool:
     return internal
 
 
+@lru_cache(maxsize=4096)
 def describe_frame(filename: str, lineno: int | None, function: str) -> str:
     """``file.py:line in func``, the form every report uses for a call site."""
     return f"{os.path.basename(filename)}:{lineno} in {function}"

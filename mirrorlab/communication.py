@@ -39,10 +39,11 @@ class Options:
         self.implementation = implementation
 
     def merge(self, options: "Options | None") -> "Options":
-        """These options overridden by every non-default field of ``options`` (per-call over strategy-wide)."""
-        merged = Options(self.bytes_per_pack, self.timeout_seconds, self.implementation)
+        """These options overridden by every non-default field of ``options`` (per-call over strategy-wide);
+        these options themselves when ``options`` is None (a merge is read, never changed)."""
         if options is None:
-            return merged
+            return self
+        merged = Options(self.bytes_per_pack, self.timeout_seconds, self.implementation)
         if not isinstance(options, Options):
             raise AttributeError(f"'{type(options).__name__}' object has no attribute 'bytes_per_pack'\nFix: options "
                                  "must be a CommunicationOptions, e.g. CommunicationOptions(timeout_seconds=30).")

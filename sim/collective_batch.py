@@ -8,6 +8,11 @@ every send with its receive in the network's per-pair order, advances the networ
 would have, computes every rank's result once (``lazy_eval``) and wakes the others: a collective costs each worker
 one block, not one per message, and a 1024-worker cluster holds one copy of each result, not 1024.
 
+An all-reduce whose caller states it whole (``ClosedForm``: every rank's result is ``total`` of the ranks' inputs,
+in the algorithm's order of additions) is cheaper still: its messages are counted once per algorithm,
+fingerprint and cluster size (by the dry run and match above, its local sum only described), and from then on its
+members just hand over their inputs and the last one computes ``total`` once, for everyone.
+
 Whenever that is not proven, the members that were waiting run their collective message by message, as before,
 in the same virtual instant: a member whose algorithm needs the bytes of a message, a member with another
 identity, an abort reaching a member, the scheduler running out of runnable threads (a member is missing), or a
@@ -17,12 +22,16 @@ schedule that would not complete. Their messages then carry real data through th
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mirrorlab.collective.communicator import Instance
+import numpy as np
 
-from .lazy_array import Filled, NeedsData, Placeholder, lift
+from mirrorlab.collective.closed_form import ClosedForm
+from mirrorlab.collective.communicator import Instance
+from mirrorlab.tensor import frozen
+
+from .lazy_array import Described, Filled, NeedsData, Placeholder, lift
 from .lazy_eval import Materializer
 
 if TYPE_CHECKING:
@@ -38,13 +47,19 @@ class _Recorder(Instance):
     """An instance whose sends are recorded (what they carry as it reads when sent), whose receives return
     placeholders and whose allocated arrays are described ones, sealed when the algorithm returns."""
 
-    def __init__(self, inst: Instance, ops: list[Op]) -> None:
+    def __init__(self, inst: Instance, ops: list[Op], counting: bool) -> None:
         super().__init__(inst.comm, inst.state, inst.deadline, inst.timeout)
         self.ops = ops
         self.filled: list[Filled] = []
+        self.counting = counting  # only the messages matter (a closed form gives the result): describe local sums
 
     def send(self, peer: int, payload: Any, step: int) -> None:
         self.ops.append((peer, step, lift(payload), False))
+
+    def combine(self, total: Callable[[Sequence[Any]], Any], arrays: Sequence[Any]) -> Any:
+        if not self.counting:
+            return total(arrays)  # described operation by operation where it can be, else it needs data
+        return Described(next(a for a in arrays if isinstance(a, np.ndarray)))
 
     def recv(self, peer: int, step: int) -> Any:
         placeholder = Placeholder(peer, step)
@@ -66,21 +81,22 @@ class _Recorder(Instance):
 class _Plan:
     """One member's collective, run ahead: its operations, its described result, and how it ended."""
 
-    __slots__ = ("transport", "inst", "body", "ops", "result", "thread", "value", "computed")
+    __slots__ = ("transport", "inst", "body", "ops", "result", "thread", "closed", "value", "computed")
 
-    def __init__(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any], ops: list[Op],
-                 result: Any, thread: "SimThread") -> None:
-        self.transport, self.inst, self.body, self.ops, self.result, self.thread = (
-            transport, inst, body, ops, result, thread)
+    def __init__(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any], ops: list[Op] | None,
+                 result: Any, thread: "SimThread", closed: ClosedForm | None) -> None:
+        self.transport, self.inst, self.body, self.ops, self.result, self.thread, self.closed = (
+            transport, inst, body, ops, result, thread, closed)  # ops None: a closed form whose messages are counted
         self.value: Any = None
         self.computed = False
 
 
-def dry_run(inst: Instance, body: Callable[[Instance], Any]) -> tuple[list[Op], Any] | NeedsData | None:
+def dry_run(inst: Instance, body: Callable[[Instance], Any], counting: bool = False
+            ) -> tuple[list[Op], Any] | NeedsData | None:
     """``body``'s operations and described result; else the ``NeedsData`` it stopped at, or None when it failed
-    (then the message-by-message run raises the same error)."""
+    (then the message-by-message run raises the same error). ``counting``: only the operations will be used."""
     ops: list[Op] = []
-    recorder = _Recorder(inst, ops)
+    recorder = _Recorder(inst, ops, counting)
     try:
         result = body(recorder)
         recorder.seal()
@@ -102,8 +118,14 @@ class _Meeting:
         return next(iter(self.plans.values())).inst.state
 
     def waiting_for(self, rank: int) -> int | None:
-        """The peer ``rank`` would be waiting for now, had every member present sent what it could."""
+        """The peer ``rank`` would be waiting for now, had every member present sent what it could (for members
+        whose messages are not recorded: the first member missing)."""
+        if any(plan.ops is None for plan in self.plans.values()):
+            return self.first_missing()
         return self.match()[0].get(rank)
+
+    def first_missing(self) -> int | None:
+        return next((rank for rank in range(self.size) if rank not in self.plans), None)
 
     def match(self) -> tuple[dict[int, int], dict[tuple[int, int], int], bool]:
         """Play the members' operations in per-pair FIFO order, binding each placeholder to its message: which peer
@@ -145,16 +167,24 @@ class Meetings:
         self.computed = 0  # collective instances computed once for all their members so far (the rest: per message)
         # (algorithm, fingerprint, size, rank) whose dry run needed data: it would again, so it is not tried again
         self._needs_data: set[tuple] = set()
+        # (algorithm, fingerprint, size) of a closed form -> messages per (src, dst) pair, as matched once
+        self._counts: dict[tuple, dict[tuple[int, int], int]] = {}
 
-    def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any]) -> Any:
-        """Run ``body`` (this member's collective) together with the other members, or message by message."""
+    def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any],
+             closed: ClosedForm | None = None) -> Any:
+        """Run ``body`` (this member's collective) together with the other members, or message by message;
+        ``closed``: the same collective stated whole (then computed from it)."""
         key = (transport.group, inst.state.seq)
         meeting = self._open.get(key)
         if meeting is not None and (meeting.identity() != inst.state or transport.rank in meeting.plans):
             self.release(meeting)
             return body(inst)
+        counted = (inst.algorithm, inst.state.fingerprint, transport.size) in self._counts if closed else False
         plan_key = (inst.algorithm, inst.state.fingerprint, transport.size, transport.rank)
-        ahead = None if plan_key in self._needs_data else dry_run(inst, body)
+        if counted:
+            ahead: Any = (None, None)
+        else:
+            ahead = None if plan_key in self._needs_data else dry_run(inst, body, counting=closed is not None)
         if isinstance(ahead, NeedsData) and inst.algorithm is not None:
             self._needs_data.add(plan_key)  # the same algorithm on the same shapes stops at the same place
         if ahead is None or isinstance(ahead, NeedsData):
@@ -163,7 +193,7 @@ class Meetings:
             return body(inst)
         if meeting is None:
             meeting = self._open[key] = _Meeting(transport.size)
-        plan = _Plan(transport, inst, body, *ahead, self.network.scheduler.current)
+        plan = _Plan(transport, inst, body, *ahead, self.network.scheduler.current, closed)
         meeting.plans[transport.rank] = plan
         if len(meeting.plans) < meeting.size:
             return self._wait(meeting, plan)
@@ -178,7 +208,10 @@ class Meetings:
         return plan.value
 
     def _wait(self, meeting: _Meeting, plan: _Plan) -> Any:
-        first = next((op[0] for op in plan.ops if op[3]), None)
+        if plan.ops is None:
+            first = meeting.first_missing()
+        else:
+            first = next((op[0] for op in plan.ops if op[3]), None)
         plan.transport.meeting = meeting
         try:
             self.network.scheduler.block(f"waiting for a message from worker {first}")
@@ -214,11 +247,28 @@ class Meetings:
         plans = meeting.plans
         if any(p.transport.abort_error is not None for p in plans.values()):
             return False
-        group = next(iter(plans.values())).transport.group
-        _, counts, complete = meeting.match()
-        if not complete or not net.quiet(group, counts):
+        first = next(iter(plans.values()))
+        group, closed = first.transport.group, first.closed is not None
+        if any((p.closed is not None) != closed for p in plans.values()):
+            return False
+        counts_key = (first.inst.algorithm, first.inst.state.fingerprint, meeting.size)
+        counts = self._counts.get(counts_key) if closed else None
+        if counts is None:
+            if any(p.ops is None for p in plans.values()):
+                return False
+            _, counts, complete = meeting.match()
+            if not complete:
+                return False
+        if not net.quiet(group, counts):
             return False
         net.count_delivered(group, counts)
+        if closed:
+            self._counts[counts_key] = counts
+            total = frozen(first.closed.total([plans[rank].closed.flat for rank in range(meeting.size)]))
+            for plan in plans.values():
+                plan.value = plan.closed.finish(total)
+                plan.computed = True
+            return True
         materializer = Materializer(meeting.size)
         for plan in plans.values():
             plan.value = materializer.results(plan.result)

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NeedsData", "LazyArray", "Leaf", "Alias", "Placeholder", "Filled", "Add", "Slice", "Reshape", "Concat",
-           "lift", "bottom_up", "view_base"]
+__all__ = ["NeedsData", "LazyArray", "Leaf", "Described", "Alias", "Placeholder", "Filled", "Add", "Slice", "Reshape",
+           "Concat", "lift", "bottom_up", "view_base"]
 
 
 class NeedsData(BaseException):
@@ -199,6 +199,17 @@ class Leaf(LazyArray):
 
     def _find_dtype(self) -> np.dtype:
         return self.value.dtype
+
+
+class Described(LazyArray):
+    """An array known only by its shape and dtype, those of ``like``: a local sum whose value a closed form gives
+    (``collective_batch``), described so that a dry run can count the messages around it. Never evaluated."""
+
+    __slots__ = ()
+
+    def __init__(self, like: np.ndarray) -> None:
+        super().__init__()
+        self._shape, self._dtype = like.shape, like.dtype
 
 
 class Alias(LazyArray):

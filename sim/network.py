@@ -177,11 +177,12 @@ class SimTransport(Transport):
         """``count`` messages from ``src`` were taken without passing through ``recv`` (``collective_batch``)."""
         self._expected[src] = self._expected.get(src, 0) + count
 
-    def execute(self, instance: Any, body: Callable[[Any], Any]) -> Any:
-        """On an instant network, compute the collective with its other members (``collective_batch``)."""
-        if not self.network.instant or self._abort is not None:
+    def execute(self, instance: Any, body: Callable[[Any], Any], closed_form: Any = None) -> Any:
+        """On an instant network, compute the collective with its other members (``collective_batch``); alone, it
+        sends nothing: run it."""
+        if not self.network.instant or self._abort is not None or self.size == 1:
             return body(instance)
-        return self.network.meetings.join(self, instance, body)
+        return self.network.meetings.join(self, instance, body, closed_form)
 
     def send(self, dst: int, message: Message) -> None:
         payload = message.payload

@@ -172,7 +172,7 @@ def test_pipelined_ring_and_gather_reduce_batched_are_bit_identical_to_message_b
     (2, PIPELINED_RING_FROM_BYTES // 4 + 5, "pipelined_ring", 1),
     (8, PIPELINED_RING_FROM_BYTES // 4 + 5, "pipelined_ring", 1),
     (10, 4, "gather_reduce(halving_doubling order)", 1),
-    (8, 4, "gather_reduce(ring order)", 0),
+    (8, 4, "gather_reduce(ring order)", 1),  # its closed form: computed once too
 ])
 def test_the_strategy_computes_the_pipelined_ring_once_on_an_instant_network(workers, size, expected, computed):
     def program(sizes):
@@ -231,13 +231,49 @@ def test_a_dry_run_that_needed_data_is_not_tried_again_for_the_same_algorithm_an
 
     tried: list[str] = []
     real = collective_batch.dry_run
-    monkeypatch.setattr(collective_batch, "dry_run", lambda inst, body: tried.append(inst.algorithm) or real(inst, body))
+    monkeypatch.setattr(collective_batch, "dry_run",
+                        lambda inst, body, **kw: tried.append(inst.algorithm) or real(inst, body, **kw))
 
-    def program():  # 2 workers, 4 floats: gather-reduce in ring order, which adds into np.empty (message by message)
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        return [float(strategy.reduce("sum", tf.constant([1.0, 2.0, 3.0, float(k)]), axis=None)[3]) for k in range(4)]
+    def program():  # gather-reduce in ring order run as a bare algorithm (no closed form): its sum picks each
+        # element's operands with np.take, which needs data, so it runs message by message
+        comm = tf.distribute.MultiWorkerMirroredStrategy().extended._group.comm
+        out = []
+        for k in range(4):
+            inst = comm.start(Fingerprint("all_reduce", "float32", (4,), "SUM"), "test", 60.0)
+            inst.algorithm = "gather_reduce(ring order)"
+            x = frozen(np.full(4, k, np.float32))
+            out.append(float(inst.run(lambda i: allreduce_gather_reduce(i, x))[3]))
+            inst.done()
+        return out
 
     result = SimCluster(workers=2, seed=5).run(program)
     assert result.values() == [[0.0, 2.0, 4.0, 6.0]] * 2
     gather_reduce = [name for name in tried if name is not None and "gather" in name]
     assert len(gather_reduce) == 2, tried  # once per worker, not once per reduce
+
+
+@settings(max_examples=15, deadline=None)
+@given(workers=st.sampled_from([2, 3, 4, 5, 8, 9, 13, 17]), size=st.integers(0, 300),
+       dtype=st.sampled_from(["float32", "float64", "int32", "float16"]),
+       implementation=st.sampled_from(["AUTO", "RING"]), steps=st.integers(2, 4), seed=st.integers(0, 3))
+def test_small_all_reduces_computed_from_their_closed_form_step_after_step_match_message_by_message(
+        workers, size, dtype, implementation, steps, seed):
+    def program() -> list[bytes]:
+        options = tf.distribute.experimental.CommunicationOptions(implementation=IMPLEMENTATIONS[implementation])
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        out = []
+        for step in range(steps):  # the same collectives again: the messages counted once are reused
+            rng = np.random.default_rng([seed, step, strategy.extended._rank])
+            x = (rng.standard_normal(size) * 10.0 ** rng.integers(-4, 5, size)).astype(dtype)
+            if size and dtype.startswith("float"):
+                x[rng.random(size) < 0.05] = np.nan
+            out.append(strategy.reduce("sum", strategy.experimental_distribute_values_from_function(lambda c: x),
+                                       axis=None))
+            out += strategy.experimental_local_results(strategy.run(
+                lambda: tf.distribute.get_replica_context().all_reduce("mean", [x, np.float32(step)])))[0]
+        return [np.ascontiguousarray(o).tobytes() for o in out]
+
+    batched = SimCluster(workers=workers, seed=seed).run(program)
+    assert (batched.values(), batched.messages) == per_message(workers, 1, program)
+    assert batched.computed_once >= 2 * steps  # every small all-reduce, from the first step on
+    assert batched.virtual_time == 0.0

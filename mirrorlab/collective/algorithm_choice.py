@@ -9,13 +9,14 @@ keeps the ring's messages), the pipelined ring for large ring-order messages, th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from ..communication import CommunicationImplementation
-from .allreduce_gather_reduce import allreduce_gather_reduce
+from .allreduce_gather_reduce import (ORDERS, allreduce_gather_reduce, halving_doubling_order_total,
+                                      ring_order_total)
 from .allreduce_halving_doubling import allreduce_halving_doubling
 from .allreduce_ring import allreduce_ring
 from .allreduce_ring_pipelined import allreduce_ring_pipelined
@@ -41,17 +42,19 @@ PIPELINED_RING_FROM_BYTES = 4 << 20
 
 @dataclass(frozen=True)
 class AllReduceAlgorithm:
-    """An algorithm as chosen: ``name`` (what the trace records) and ``run(inst, flat)``."""
+    """An algorithm as chosen: ``name`` (what the trace records), ``run(inst, flat)``, and ``total(flats)``: the
+    sum it gives every rank from all ranks' inputs, bit for bit (its order of additions, for ``ClosedForm``)."""
 
     name: str
     run: Callable[[Instance, Any], Any]
+    total: Callable[[Sequence[Any]], Any]
 
 
-_RING = AllReduceAlgorithm("ring", allreduce_ring)
-_PIPELINED_RING = AllReduceAlgorithm("pipelined_ring", allreduce_ring_pipelined)
-_HALVING_DOUBLING = AllReduceAlgorithm("halving_doubling", allreduce_halving_doubling)
+_RING = AllReduceAlgorithm("ring", allreduce_ring, ring_order_total)
+_PIPELINED_RING = AllReduceAlgorithm("pipelined_ring", allreduce_ring_pipelined, ring_order_total)
+_HALVING_DOUBLING = AllReduceAlgorithm("halving_doubling", allreduce_halving_doubling, halving_doubling_order_total)
 _GATHER_REDUCE = {order: AllReduceAlgorithm(f"gather_reduce({order} order)",
-                                            partial(allreduce_gather_reduce, order=order))
+                                            partial(allreduce_gather_reduce, order=order), ORDERS[order])
                   for order in ("ring", "halving_doubling")}
 
 

@@ -11,7 +11,10 @@ operands are added in the same operand order too).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from ..tensor import array_module
 from .allreduce_ring import chunk_bounds
@@ -20,14 +23,28 @@ from .communicator import Instance
 __all__ = ["allreduce_gather_reduce", "ring_order_total", "halving_doubling_order_total", "ORDERS"]
 
 
+PICK_BELOW = 1 << 16
+"""Ring-order totals of fewer elements x ranks than this pick every element's operands first (two copies of the
+inputs, n - 1 NumPy additions); larger ones add chunk by chunk into the result (no copy, n(n-1) additions)."""
+
+
 def ring_order_total(arrays: Sequence[Any]) -> Any:
-    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array."""
-    n = len(arrays)
-    xp = array_module(arrays[0])
-    total = xp.empty(arrays[0].shape, arrays[0].dtype)
-    for c, (a, b) in enumerate(chunk_bounds(arrays[0].shape[0], n)):
-        if a == b:  # fewer elements than ranks: nothing to add
-            continue
+    """The ring's sum: chunk c (``chunk_bounds``) as ``((x_c + x_{c+1}) + ...) + x_{c-1}``, into one new array.
+
+    Small totals pick each element's operands first (row k holds each element's k-th operand) and add whole rows:
+    the same additions, in the same operand order, in fewer NumPy calls."""
+    n, first = len(arrays), arrays[0]
+    xp = array_module(first)
+    if n == 1:
+        return xp.array(first)
+    if n * first.shape[0] < PICK_BELOW:
+        picked = xp.take(xp.concatenate(arrays), xp.asarray(_ring_picks(first.shape[0], n)))
+        total = picked[0] + picked[1]
+        for k in range(2, n):
+            xp.add(total, picked[k], out=total)
+        return total
+    total = xp.empty(first.shape, first.dtype)
+    for c, (a, b) in enumerate(chunk_bounds(first.shape[0], n)):
         acc = total[a:b]
         xp.add(arrays[c][a:b], arrays[(c + 1) % n][a:b], out=acc)
         for k in range(2, n):
@@ -35,19 +52,44 @@ def ring_order_total(arrays: Sequence[Any]) -> Any:
     return total
 
 
+@lru_cache(maxsize=256)
+def _ring_picks(length: int, n: int) -> np.ndarray:
+    """Where element e's k-th operand of the ring's sum sits in the n arrays laid end to end (chunk c starts at
+    rank c), as an (n, length) index."""
+    first = np.empty(length, np.intp)
+    for c, (a, b) in enumerate(chunk_bounds(length, n)):
+        first[a:b] = c
+    picks = (first + np.arange(n)[:, None]) % n * length + np.arange(length)
+    picks.flags.writeable = False
+    return picks
+
+
 def halving_doubling_order_total(arrays: Sequence[Any]) -> Any:
     """Halving/doubling's sum (the same tree for every element): with p = 2^floor(log2 n) and r = n - p, the
     first 2r ranks fold pairwise (``x_2v + x_2v+1``), then partials whose virtual ranks differ in bit p/2, p/4,
-    ..., 1 are added, the one with the bit clear first: for p = 4, ``(y0 + y2) + (y1 + y3)``."""
+    ..., 1 are added, the one with the bit clear first: for p = 4, ``(y0 + y2) + (y1 + y3)``.
+
+    Evaluated depth first, adding into partials it made itself, so it holds about log2(n) temporary arrays, not
+    n / 2 (1024 ranks of 4 MiB each: 40 MiB, not 2 GiB). Described arrays (a simulator's dry run) are added with
+    ``+`` only."""
     n = len(arrays)
     p = 1 << (n.bit_length() - 1)
     extra = n - p
-    partials = [arrays[2 * v] + arrays[2 * v + 1] if v < extra else arrays[v + extra] for v in range(p)]
-    half = p >> 1
-    while half:
-        partials = [partials[v] + partials[v + half] for v in range(half)]
-        half >>= 1
-    return partials[0]
+
+    def partial(v: int, half: int) -> tuple[Any, bool]:
+        """The partial of virtual rank v once the bits above ``half`` are folded in, and whether it is ours."""
+        if half == p:
+            if v >= extra:
+                return arrays[v + extra], False
+            left, right = arrays[2 * v], arrays[2 * v + 1]
+        else:
+            (left, ours), (right, _) = partial(v, 2 * half), partial(v + half, 2 * half)
+            if ours:
+                return array_module(left).add(left, right, out=left), True
+        total = left + right
+        return total, isinstance(total, array_module(total).ndarray)  # a new array (not a described one)
+
+    return partial(0, 1)[0]
 
 
 ORDERS = {"ring": ring_order_total, "halving_doubling": halving_doubling_order_total}
@@ -69,4 +111,4 @@ def allreduce_gather_reduce(inst: Instance, flat: Any, order: str = "ring") -> A
     for k in range(1, n):
         peer = (r - k) % n
         arrays[peer] = inst.recv(peer, step=0)
-    return total_in_order(arrays)
+    return inst.combine(total_in_order, arrays)

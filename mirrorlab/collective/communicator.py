@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import errors
 from ..tensor import array_module
+from .closed_form import ClosedForm
 from .device_lane import HOST_LANE, DeviceLane
 from .message import Fingerprint, Header, Message
 from .request_kind import current_kind
@@ -121,15 +122,21 @@ class Instance:
     def size(self) -> int:
         return self.comm.size
 
-    def run(self, body: Callable[["Instance"], Any]) -> Any:
-        """``body(self)``: the algorithm of this instance, run through the transport's ``execute``."""
+    def run(self, body: Callable[["Instance"], Any], closed_form: ClosedForm | None = None) -> Any:
+        """``body(self)``: the algorithm of this instance, run through the transport's ``execute`` (which may
+        compute ``closed_form`` instead, the same result stated whole)."""
         transport = self.comm.transport
-        return body(self) if transport is None else transport.execute(self, body)
+        return body(self) if transport is None else transport.execute(self, body, closed_form)
 
     def empty_like(self, like: Any) -> Any:
         """A new, uninitialized array of ``like``'s shape and dtype (NumPy or CuPy, as ``like``), for an algorithm to
         write its result into; the simulator's dry run describes it instead (``sim/collective_batch.py``)."""
         return array_module(like).empty(like.shape, like.dtype)
+
+    def combine(self, total: Callable[[Sequence[Any]], Any], arrays: Sequence[Any]) -> Any:
+        """``total(arrays)``: an algorithm's last, local step over every rank's array (gather-reduce's sum); the
+        simulator's dry run describes it instead (``sim/collective_batch.py``)."""
+        return total(arrays)
 
     def send(self, peer: int, payload: Any, step: int) -> None:
         header = Header(self.state.seq, self.state.fingerprint, step, self.comm.rank, self.state.site,

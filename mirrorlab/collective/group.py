@@ -23,6 +23,7 @@ from .algorithm_choice import choose_all_reduce
 from .allgather_ring import allgather_ring, concat_blocks
 from .barrier import barrier
 from .broadcast_tree import broadcast_tree
+from .closed_form import ClosedForm
 from .communicator import FIX_DESYNC, Communicator, Instance, shape_mismatch_text
 from .message import Fingerprint
 from .packing import group_by_size
@@ -97,9 +98,11 @@ class CollectiveGroup:
 
     def _run(self, fingerprint: Fingerprint, site: str, options: Options | None,
              local_shapes: Sequence[Any], body: Callable[[Instance], Any],
-             inputs: Sequence[Sequence[Any]] = (), algorithm: str | None = None) -> Any:
+             inputs: Sequence[Sequence[Any]] = (), algorithm: str | None = None,
+             closed_form: ClosedForm | None = None) -> Any:
         """Run ``body`` as the next instance and trace it; ``inputs[k]`` are the arrays local replica k contributed
-        (looked at only when the trace records values); ``algorithm`` names the cross-worker algorithm, if chosen."""
+        (looked at only when the trace records values); ``algorithm`` names the cross-worker algorithm, if chosen;
+        ``closed_form``: the same instance stated whole, which the transport may compute instead."""
         opts = self.options.merge(options)
         try:
             inst = self.comm.start(fingerprint, site, opts.timeout_seconds)
@@ -113,7 +116,7 @@ class CollectiveGroup:
         start = self.comm.now()
         status, text, result = "ok", "", None
         try:
-            result = inst.run(body)
+            result = inst.run(body, closed_form)
             return result
         except errors.OpError as exc:
             status, text = "error", _error_text(exc)
@@ -128,19 +131,19 @@ class CollectiveGroup:
         if self.trace is None:
             return
         end = self.comm.now()
-        base = self.worker * self.num_local
-        values = self.trace.record_values
+        worker, trace = self.comm.rank, self.trace
+        base = worker * self.num_local
+        values = trace.record_values
         digest = _digest(result) if values and status == "ok" else None
+        step = self.step if values else None
         jsonable: dict[int, list] = {}  # local replicas usually share one shape object
         for k, shape in enumerate(local_shapes):
             if id(shape) not in jsonable:
                 jsonable[id(shape)] = _jsonable(shape)
-            self.trace.add(CollectiveEvent(
-                worker=self.worker, replica=base + k, seq=seq, op=fp.op, detail=fp.detail,
-                dtype=fp.dtype, shape=jsonable[id(shape)], start=start, end=end, site=site,
-                status=status, error=text, step=self.step if values else None,
-                nonfinite=_nonfinite(inputs[k] if k < len(inputs) else ()) if values else None, digest=digest,
-                algorithm=algorithm))
+            nonfinite = _nonfinite(inputs[k] if k < len(inputs) else ()) if values else None
+            # (positional: the event's fields in order, as building it by keyword costs a third more per replica)
+            trace.add(CollectiveEvent(worker, base + k, seq, fp.op, fp.detail, fp.dtype, jsonable[id(shape)], start,
+                                      end, site, status, text, step, nonfinite, digest, algorithm))
 
     def _check_local(self, leaves: Sequence[Sequence[Any]], gather: bool = False) -> None:
         """Local replicas must agree on dtype and shape (all but the first dimension for gathers)."""
@@ -199,21 +202,21 @@ class CollectiveGroup:
         implementation = self.options.merge(options).implementation
         algorithm = choose_all_reduce(nbytes, self.comm.size, implementation)
         name, run = self.comm.lane.route("all_reduce", implementation, arrays[0], algorithm.name, algorithm.run)
+        if self.comm.size == 1:
+            return self._run(fp, site, options, local_shapes, lambda inst: arrays, list(zip(*replica_leaves)))
+        xp = array_module(arrays[0])
+        flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
 
-        def body(inst: Instance) -> list[Any]:
-            if inst.size == 1:
-                return arrays
-            xp = array_module(arrays[0])
-            flat = arrays[0].reshape(-1) if len(arrays) == 1 else frozen(xp.concatenate([a.reshape(-1) for a in arrays]))
-            total = run(inst, flat)
+        def finish(total: Any) -> list[Any]:
             parts, pos = [], 0
             for a in arrays:
                 parts.append(total[pos:pos + a.size].reshape(a.shape))
                 pos += a.size
             return parts
 
-        return self._run(fp, site, options, local_shapes, body, list(zip(*replica_leaves)),
-                         name if self.comm.size > 1 else None)
+        closed = ClosedForm(flat, algorithm.total, finish) if run is algorithm.run else None
+        return self._run(fp, site, options, local_shapes, lambda inst: finish(run(inst, flat)),
+                         list(zip(*replica_leaves)), name, closed)
 
     def all_gather(self, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None) -> list[Any]:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""

@@ -45,7 +45,8 @@ class Transport(ABC):
     def now(self) -> float:
         """Seconds on this transport's clock (virtual in the simulator)."""
 
-    def execute(self, instance: Any, body: Callable[[Any], Any]) -> Any:
+    def execute(self, instance: Any, body: Callable[[Any], Any], closed_form: Any = None) -> Any:
         """Run one collective instance's algorithm, ``body(instance)``, which sends and receives through this
-        transport. The simulator overrides it to compute an instance once for all its members."""
+        transport. The simulator overrides it to compute an instance once for all its members (from the
+        instance's ``closed_form``, a ``closed_form.ClosedForm``, where the caller stated one)."""
         return body(instance)
