@@ -32,13 +32,12 @@ from .grpc_transport import PeerNode
 from .keepalive import Keepalive
 from .lane_auth import LaneAuthError, answer_challenge, challenge
 from .lane_io import LaneClosed, recv_into_all, send_all, tune
-from .settings import DATA_LANE_PORT_VAR, DATA_LANE_VAR, DEFAULT_KEEPALIVE
+from .settings import DATA_LANE_CONNECT_DEFAULT_S, DATA_LANE_PORT_VAR, DATA_LANE_VAR, DEFAULT_KEEPALIVE
 
 __all__ = ["DataLanes", "LANE_PORT_METHOD"]
 
 LANE_PORT_METHOD = "LanePort"
 HANDSHAKE_TIMEOUT_S = 5.0
-CONNECT_TIMEOUT_S = 10.0  # a lane port a firewall drops costs at most this, then the pair stays on gRPC
 _DRAIN_SLICE = 0.05
 
 log = logging.getLogger("mirrorlab.backend")
@@ -47,13 +46,17 @@ log = logging.getLogger("mirrorlab.backend")
 class DataLanes:
     """This worker's data lanes on ``node`` (create before ``node.start()``, ``open`` after the rendezvous);
     ``tls``: the (listening, connecting) contexts of mutual TLS (``lane_tls.py``); ``port``: where it listens (0: any
-    free port; ``MIRRORLAB_DATA_LANE_PORT`` sets it for a firewall)."""
+    free port; ``MIRRORLAB_DATA_LANE_PORT`` sets it for a firewall); ``connect_timeout``: how long one lane connect may
+    take before its pair stays on gRPC (``MIRRORLAB_DATA_LANE_CONNECT_TIMEOUT``)."""
 
     def __init__(self, node: PeerNode, token: str, keepalive: Keepalive = DEFAULT_KEEPALIVE,
-                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None, port: int = 0) -> None:
+                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None, port: int = 0,
+                 connect_timeout: float = DATA_LANE_CONNECT_DEFAULT_S) -> None:
         self.node = node
         self._token = token
         self._keepalive = keepalive
+        self._connect_timeout = connect_timeout
+        self._opened = False  # once ``open`` has returned, a late connect is dropped (its pair already uses gRPC)
         self._server_tls, self._client_tls = tls or (None, None)
         self._cond = threading.Condition()
         self._outgoing: dict[int, _OutLane] = {}
@@ -83,18 +86,37 @@ class DataLanes:
     # -- connecting ----------------------------------------------------------------------------------
 
     def open(self, timeout: float) -> list[int]:
-        """Connect and authenticate a lane to every peer within ``timeout`` seconds; the peers it could not
-        reach keep every byte on gRPC (logged). Returns the peers with a lane."""
-        node, end = self.node, time.monotonic() + timeout
-        for peer in range(node.size):
-            if peer == node.rank:
-                continue
+        """Connect and authenticate a lane to every peer at once, within ``timeout`` seconds, so that a firewall
+        dropping lane ports costs start-up one connect timeout whatever the number of peers; the peers it could not
+        reach keep every byte on gRPC (logged, naming the peer and the fix). Returns the peers with a lane."""
+        node, start = self.node, time.monotonic()
+        end = start + timeout
+        failed: dict[int, tuple[float, BaseException]] = {}
+        ports: dict[int, int] = {}  # the lane port each peer announced
+
+        def connect(peer: int) -> None:
             try:
-                self._connect(peer, end)
+                self._connect(peer, end, ports)
             except (OSError, ValueError, KeyError, grpc.RpcError) as exc:
-                log.warning("%s: no data lane to %s (%s); its messages stay on gRPC", node.label(node.rank),
-                            node.label(peer), exc)
-        return self.peers
+                failed[peer] = (time.monotonic() - start, exc)
+
+        connecting = [threading.Thread(target=connect, args=(peer,), name=f"mirrorlab-lane-connect-{peer}",
+                                       daemon=True) for peer in range(node.size) if peer != node.rank]
+        for thread in connecting:
+            thread.start()
+        for thread in connecting:  # each connect is bounded by ``end`` plus its handshake
+            thread.join(max(0.0, end + HANDSHAKE_TIMEOUT_S - time.monotonic()))
+        with self._cond:
+            self._opened = True
+            peers = sorted(self._outgoing)
+        for peer in sorted(set(range(node.size)) - set(peers) - {node.rank}):
+            seconds, exc = failed.get(peer, (time.monotonic() - start, TimeoutError("still connecting")))
+            port = f"TCP port {ports[peer]}" if peer in ports else "the data-lane port"
+            log.warning("%s: no data lane to %s after %.1f s (%s: %s); its messages stay on gRPC. Fix: let this "
+                        "host reach %s of that worker's host (fix the port with %s and open it in the firewall), "
+                        "or set %s=off", node.label(node.rank), node.label(peer), seconds, type(exc).__name__, exc,
+                        port, DATA_LANE_PORT_VAR, DATA_LANE_VAR)
+        return peers
 
     def _lane_port(self, peer: int, end: float) -> int:
         """``peer``'s lane port, asked over gRPC until it answers (it may still be starting) or ``end`` passes."""
@@ -110,12 +132,12 @@ class DataLanes:
                     raise
             time.sleep(0.1)
 
-    def _connect(self, peer: int, end: float) -> None:
+    def _connect(self, peer: int, end: float, ports: dict[int, int]) -> None:
         node = self.node
-        port = self._lane_port(peer, end)
+        port = ports[peer] = self._lane_port(peer, end)
         timeout = max(0.05, end - time.monotonic())
         host = node.addresses[peer].rpartition(":")[0].strip("[]")
-        sock = socket.create_connection((host, port), timeout=min(CONNECT_TIMEOUT_S, timeout))
+        sock = socket.create_connection((host, port), timeout=min(self._connect_timeout, timeout))
         try:
             tune(sock, self._keepalive)
             if self._client_tls is not None:
@@ -125,6 +147,9 @@ class DataLanes:
             sock.close()
             raise
         with self._cond:
+            if self._opened:  # too late: this pair's messages already go over gRPC
+                sock.close()
+                return
             self._outgoing[peer] = _OutLane(self, peer, sock)
 
     def _accept(self) -> None:

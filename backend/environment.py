@@ -153,7 +153,8 @@ class BackendEnvironment(LocalEnvironment):
         lanes = None
         if self.transport_name == "grpc" and settings.uses_data_lanes:
             lanes = DataLanes(node, settings.token, settings.keepalive,
-                              lane_contexts(settings.tls) if settings.tls else None, settings.data_lane_port)
+                              lane_contexts(settings.tls) if settings.tls else None, settings.data_lane_port,
+                              settings.data_lane_connect_timeout)
         self._ids = UniqueIdExchange(node)
         heartbeats = Heartbeats(node, settings.heartbeat_timeout, self.describe_state, self.progress)
         node.start()

@@ -14,7 +14,8 @@ from .tls import TlsFiles
 __all__ = ["BackendSettings", "TOKEN_VAR", "RENDEZVOUS_VAR", "HEARTBEAT_VAR", "BIND_VAR", "DEVICES_VAR",
            "KEEPALIVE_TIME_VAR", "KEEPALIVE_TIMEOUT_VAR", "FINGERPRINT_VAR", "RENDEZVOUS_DEFAULT_S",
            "HEARTBEAT_DEFAULT_S", "DEFAULT_KEEPALIVE", "seconds_setting", "keepalive_setting", "fingerprint",
-           "DATA_LANE_VAR", "DATA_LANE_PORT_VAR", "data_lane_setting", "port_setting"]
+           "DATA_LANE_VAR", "DATA_LANE_PORT_VAR", "DATA_LANE_CONNECT_VAR", "DATA_LANE_CONNECT_DEFAULT_S",
+           "data_lane_setting", "port_setting"]
 
 TOKEN_VAR = "MIRRORLAB_CLUSTER_TOKEN"
 RENDEZVOUS_VAR = "MIRRORLAB_RENDEZVOUS_TIMEOUT"
@@ -30,6 +31,8 @@ FINGERPRINT_VAR = "MIRRORLAB_FINGERPRINT"
 DATA_LANE_VAR = "MIRRORLAB_DATA_LANE"  # the gRPC path's messages on TCP data lanes: auto (without TLS), on, off
 _DATA_LANE_MODES = ("auto", "on", "off")
 DATA_LANE_PORT_VAR = "MIRRORLAB_DATA_LANE_PORT"  # the lane's listening port (a firewall opens it); 0: any free port
+DATA_LANE_CONNECT_VAR = "MIRRORLAB_DATA_LANE_CONNECT_TIMEOUT"  # seconds a lane connect may take, then that pair uses gRPC
+DATA_LANE_CONNECT_DEFAULT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class BackendSettings:
     """Cluster token, rendezvous window and heartbeat timeout (seconds), an optional bind host that replaces
     the host of this task's cluster address (e.g. ``0.0.0.0`` inside a container), optional TLS files, the
     gRPC keepalive of every channel and server, and whether the gRPC path moves messages over TCP data lanes
-    (``data_lane.py``; ``uses_data_lanes``)."""
+    (``data_lane.py``; ``uses_data_lanes``), on which port, and how long a lane connect may take (a firewall that
+    drops the lane port costs start-up this long once, then those pairs stay on gRPC)."""
 
     token: str
     rendezvous_timeout: float = 60.0
@@ -47,6 +51,7 @@ class BackendSettings:
     keepalive: Keepalive = DEFAULT_KEEPALIVE
     data_lane: str = "auto"
     data_lane_port: int = 0
+    data_lane_connect_timeout: float = DATA_LANE_CONNECT_DEFAULT_S
 
     @property
     def uses_data_lanes(self) -> bool:
@@ -70,7 +75,8 @@ class BackendSettings:
                              f"{SERVER_MIN_PING_INTERVAL_S:g}, or unset it (the default is 0.4 x {HEARTBEAT_VAR}).")
         return BackendSettings(token, seconds_setting(environ, RENDEZVOUS_VAR, RENDEZVOUS_DEFAULT_S), heartbeat,
                                environ.get(BIND_VAR) or None, TlsFiles.from_environ(environ), keepalive,
-                               data_lane_setting(environ), port_setting(environ, DATA_LANE_PORT_VAR))
+                               data_lane_setting(environ), port_setting(environ, DATA_LANE_PORT_VAR),
+                               seconds_setting(environ, DATA_LANE_CONNECT_VAR, DATA_LANE_CONNECT_DEFAULT_S))
 
 
 def seconds_setting(environ: Mapping[str, str], name: str, default: float) -> float:

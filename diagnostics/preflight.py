@@ -9,18 +9,23 @@ once), and ``linger_s`` to keep answering slower peers.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
+from mirrorlab.backend.settings import DATA_LANE_PORT_VAR
 from mirrorlab.diagnostics.address_checks import is_loopback, split_address
 from mirrorlab.diagnostics.environment_checks import compare_fingerprints
 from mirrorlab.diagnostics.findings import EXIT_INVALID_CONFIG, Finding, Severity, exit_code, register_code
 from mirrorlab.diagnostics.fingerprint import collect_fingerprint
+from mirrorlab.diagnostics.lane_port_check import (LANE_SETTING_INVALID, LaneListener, lane_port_finding,
+                                                   lane_setup_findings)
 from mirrorlab.diagnostics.link_report import fit_links, link_findings
 from mirrorlab.diagnostics.liveness_lint import check_timeouts, compare_liveness
 from mirrorlab.diagnostics.preflight_probe import (PeerProbe, Reach, Resolver, probe_peer, resolve_host,
@@ -123,9 +128,11 @@ def run_preflight(tf_config: str, **options: Any) -> list[Finding]:
 
 def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, linger_s: float = 0.0,
               resolve: Resolver = socket.getaddrinfo, bulk_bytes: int = 0, model_bytes: int | None = None,
-              collective_timeout_s: float | None = None, job_timeout_s: float | None = None) -> PreflightReport:
+              collective_timeout_s: float | None = None, job_timeout_s: float | None = None,
+              environ: Mapping[str, str] = os.environ) -> PreflightReport:
     """Checks ``tf_config`` and the liveness timeouts, then (when it is valid) serves this task's probe, probes and
-    times every peer (``bulk_bytes`` in bulk), and compares environments."""
+    times every peer (``bulk_bytes`` in bulk), checks the data-lane port between hosts (``environ``'s settings,
+    ``lane_port_check.py``), and compares environments."""
     findings = check_tf_config(tf_config, "TF_CONFIG")
     config, _ = parse_tf_config(tf_config)
     if exit_code(findings) == EXIT_INVALID_CONFIG or config is None:
@@ -141,15 +148,25 @@ def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, li
              sorted(view.jobs.get(job, {}).items()) if task_label(job, i) != own]
     hosts = {address.rsplit(":", 1)[0] for _, address in view.addresses()}
     findings += check_timeouts(own, timeout_s, collective_timeout_s, job_timeout_s)
+    lane_port = None
     if len(hosts) > 1:
         findings += _own_name_findings(own, own_address, timeout_s, resolve)
+        lane_port, lane_findings = lane_setup_findings(own, environ)
+        findings += lane_findings
     server = _serve(own, own_address, fingerprint, findings)
+    listener = _listen_for_lanes(own, own_address, lane_port, findings) if server is not None else None
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(peers)))) as pool:
             probes = list(pool.map(lambda peer: probe_peer(*peer, timeout_s=timeout_s, wait_s=wait_s,
                                                            resolve=resolve, bulk_bytes=bulk_bytes), peers))
+            if listener is not None:  # the lane port of every peer whose gRPC port answered
+                findings += [f for f in pool.map(
+                    lambda p: lane_port_finding(own, p.peer, p.address, lane_port, timeout_s, wait_s, resolve),
+                    [p for p in probes if p.status is Reach.OK]) if f is not None]
         time.sleep(linger_s)  # keep answering peers that probe us later
     finally:
+        if listener is not None:
+            listener.stop()
         if server is not None:
             server.stop()
     report = PreflightReport(findings + probe_findings(own, probes, multi_host=len(hosts) > 1), own, tasks, probes)
@@ -174,6 +191,23 @@ def _own_name_findings(own: str, address: str, timeout_s: float, resolve: Resolv
                     f"{host_port.host!r} resolved on this host: {', '.join(resolved)}",
                     "Map the name to the host's real IP in /etc/hosts or DNS (Debian maps its own name to 127.0.1.1), "
                     "or write the IP in TF_CONFIG.")]
+
+
+def _listen_for_lanes(own: str, address: str, port: int | None, findings: list[Finding]) -> LaneListener | None:
+    """Listens on this task's host and the fixed lane ``port`` (None: nothing to check), or records why it cannot
+    (as the real backend, which would not start: ML-NET-017)."""
+    host_port, _ = split_address(address)
+    if port is None or host_port is None:
+        return None
+    try:
+        return LaneListener(host_port.host, port).start()
+    except OSError as err:
+        findings.append(Finding(LANE_SETTING_INVALID, Severity.ERROR, (own,),
+                                f"{own} cannot listen for data lanes on {host_port.host}:{port}",
+                                f"{type(err).__name__}: {err.strerror or err}",
+                                f"Set {DATA_LANE_PORT_VAR} to a port that is free on every worker's host (another "
+                                "process holds this one?), or unset it for any free port."))
+        return None
 
 
 def _serve(own: str, address: str, fingerprint: dict, findings: list[Finding]) -> ProbeServer | None:

@@ -24,7 +24,8 @@ from mirrorlab.diagnostics.fingerprint import is_fingerprint
 from mirrorlab.diagnostics.link_probe import time_transfers
 from mirrorlab.diagnostics.preflight_server import FINGERPRINT_METHOD, MAX_MESSAGE_BYTES, PREFLIGHT_SERVICE
 
-__all__ = ["Reach", "PeerProbe", "Resolver", "probe_peer", "grpc_target", "resolves_to_loopback", "resolve_host"]
+__all__ = ["Reach", "PeerProbe", "Resolver", "probe_peer", "grpc_target", "resolves_to_loopback", "resolve_host",
+           "tcp_reach"]
 
 #: ``socket.getaddrinfo``'s signature, replaceable in tests so no real DNS server is ever asked.
 Resolver = Callable[..., list]
@@ -95,7 +96,7 @@ def _probe_once(peer: str, address: str, host_port: HostPort, timeout_s: float, 
     resolved, problem = resolve_host(host_port, timeout_s, resolve)
     if problem is not None:
         return PeerProbe(peer, address, Reach.UNRESOLVABLE, problem)
-    status, detail, connect_s = _connect(resolved[0], host_port.port, timeout_s)
+    status, detail, connect_s = tcp_reach(resolved[0], host_port.port, timeout_s)
     probe = PeerProbe(peer, address, status, detail, tuple(resolved), connect_s)
     if status is not Reach.OK:
         return probe
@@ -125,8 +126,8 @@ def resolve_host(host_port: HostPort, timeout_s: float, resolve: Resolver) -> tu
     return outcome["addresses"], None
 
 
-def _connect(ip: str, port: int, timeout_s: float) -> tuple[Reach, str, float | None]:
-    """One TCP connect to ``ip:port``, classified."""
+def tcp_reach(ip: str, port: int, timeout_s: float) -> tuple[Reach, str, float | None]:
+    """One TCP connect to ``ip:port``, classified, with the seconds it took when it connected."""
     started = time.monotonic()
     try:
         with socket.create_connection((ip, port), timeout=timeout_s):

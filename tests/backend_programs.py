@@ -130,11 +130,14 @@ def fail_on_worker_1() -> dict:
 
 def hang_on_worker_1(mode: str, timeout_s: str = "4") -> dict:
     """Three all-reduces under a ``timeout_s`` collective timeout; worker 1 prints READY after the first, then per
-    ``mode`` skips the last one and stays alive ("skip"), sleeps before the second ("sleep", killed or stopped by a
-    test) or returns early ("exit"). The others wait for it; every sleep is bounded."""
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=float(timeout_s))
+    ``mode`` skips the last one and stays alive ("skip"; "skip_uneven": worker 2 waits twice as long, so it learns
+    of the timeout from worker 0's abort), sleeps before the second ("sleep", killed or stopped by a test) or
+    returns early ("exit"). The others wait for it; every sleep is bounded."""
+    worker = tf.distribute.cluster_resolver.TFConfigClusterResolver().task_id
+    timeout = float(timeout_s) * (2 if (worker, mode) == (2, "skip_uneven") else 1)
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    worker = strategy.cluster_resolver.task_id
+    mode = "skip" if mode == "skip_uneven" else mode
     value = tf.constant(np.ones(4, np.float32))
     for step in range(3):
         if worker == 1 and (step, mode) in ((1, "sleep"), (2, "skip")):

@@ -288,6 +288,31 @@ def test_the_setting_names_the_variable_and_the_fix():
         data_lane_setting({"MIRRORLAB_DATA_LANE": "yes"})
 
 
+def test_the_connect_timeout_setting_names_the_variable_and_the_fix():
+    token = {"MIRRORLAB_CLUSTER_TOKEN": "t"}
+    assert BackendSettings.from_environ(token).data_lane_connect_timeout == 10.0
+    assert BackendSettings.from_environ({**token, "MIRRORLAB_DATA_LANE_CONNECT_TIMEOUT": "1.5"}) \
+        .data_lane_connect_timeout == 1.5
+    with pytest.raises(ValueError, match=r"MIRRORLAB_DATA_LANE_CONNECT_TIMEOUT='soon' is not a positive number of "
+                                         r"seconds\. Fix: e\.g\. MIRRORLAB_DATA_LANE_CONNECT_TIMEOUT=10"):
+        BackendSettings.from_environ({**token, "MIRRORLAB_DATA_LANE_CONNECT_TIMEOUT": "soon"})
+
+
+def test_a_peer_whose_lane_cannot_connect_in_time_stays_on_grpc_and_is_named(make_nodes, monkeypatch, caplog):
+    def refuse(address, timeout):  # as a firewall that drops the port, without waiting for it
+        raise TimeoutError("timed out")
+
+    nodes = make_nodes(3, lanes=False)
+    lanes = [DataLanes(node, TOKEN, connect_timeout=0.5) for node in nodes.nodes]
+    monkeypatch.setattr(data_lane.socket, "create_connection", refuse)
+    with caplog.at_level("WARNING", logger="mirrorlab.backend"):
+        assert lanes[0].open(5) == []
+    assert [r.getMessage().split(" after ")[0].split("no data lane to ")[1].split(" (")[0] for r in caplog.records] \
+        == ["worker 1", "worker 2"]
+    assert all(f"TCP port {lanes[peer].port} of that worker's host" in r.getMessage()
+               for peer, r in zip((1, 2), caplog.records))
+
+
 @pytest.mark.parametrize("mode, tls, lanes", [("auto", False, True), ("auto", True, False), ("on", True, True),
                                               ("off", False, False)])
 def test_auto_uses_lanes_without_tls_only(mode, tls, lanes):

@@ -60,7 +60,7 @@ def _tf_config(addresses: list[str], index: int) -> str:
 
 
 def _preflight(lab: NetnsLab, addresses: list[str], hosts: list[int], tmp_path: Path,
-               extra: tuple[str, ...] = ()) -> dict[int, Outcome]:
+               extra: tuple[str, ...] = (), environ: dict[str, str] | None = None) -> dict[int, Outcome]:
     """Runs preflight as worker ``i`` on host ``i`` for every ``i`` in ``hosts`` at once; kills any still running
     after BOUND_S (by pid) and returns what each said."""
     started = {}
@@ -71,7 +71,7 @@ def _preflight(lab: NetnsLab, addresses: list[str], hosts: list[int], tmp_path: 
                 "--tf-config", str(config), "--json", "--timeout", str(TIMEOUT_S), "--wait", str(WAIT_S),
                 "--linger", str(LINGER_S), *extra]
         started[i] = (subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                       env={**os.environ, "NO_COLOR": "1"}), time.monotonic())
+                                       env={**os.environ, "NO_COLOR": "1", **(environ or {})}), time.monotonic())
     outcomes = {}
     try:
         for i, (process, t0) in started.items():
@@ -188,3 +188,31 @@ def test_a_slowed_link_is_named_slow(lab: NetnsLab, tmp_path: Path) -> None:
     [matrix] = [f for f in outcomes[0].report["findings"] if f["code"] == "ML-NET-011"]
     assert "bounded by worker:0 -> worker:1" in matrix["message"]  # worker:0's only ring link; 0 -> 2 is not one
     assert all(outcome.returncode == 0 for outcome in outcomes.values())  # slow is a warning
+
+
+def _codes(outcome: Outcome, code: str) -> list[dict]:
+    return [f for f in outcome.report["findings"] if f["code"] == code]
+
+
+@needs_nft
+def test_a_firewalled_data_lane_port_is_a_warning_for_exactly_that_pair(lab: NetnsLab, tmp_path: Path) -> None:
+    lane = PORT + 1
+    nft_rule(lab.hosts[1].namespace, "mlt", "input", f"ip saddr {lab.hosts[0].ip} tcp dport {lane} drop")
+    outcomes = _preflight(lab, _addresses(lab), [0, 1, 2], tmp_path,
+                          environ={"MIRRORLAB_DATA_LANE_PORT": str(lane)})
+    assert all(set(o.statuses().values()) == {"ok"} for o in outcomes.values())  # gRPC's port is open everywhere
+    [blocked] = _codes(outcomes[0], "ML-NET-015")
+    assert blocked["severity"] == "warning" and blocked["workers"] == ["worker:0", "worker:1"]
+    assert f"data-lane port {lane} filtered" in blocked["message"] and f"Open TCP port {lane}" in blocked["fix"]
+    assert not _codes(outcomes[1], "ML-NET-015") and not _codes(outcomes[2], "ML-NET-015")
+    assert all(o.returncode == 0 and not _codes(o, "ML-NET-016") for o in outcomes.values())
+    assert all(outcome.elapsed_s < BOUND_S for outcome in outcomes.values())
+
+
+def test_lanes_on_a_port_the_kernel_picks_are_named_between_hosts(lab: NetnsLab, tmp_path: Path) -> None:
+    outcomes = _preflight(lab, _addresses(lab), [0, 1], tmp_path, environ={"MIRRORLAB_DATA_LANE_PORT": ""})
+    for outcome in outcomes.values():
+        [unset] = _codes(outcome, "ML-NET-016")
+        assert unset["severity"] == "info" and "MIRRORLAB_DATA_LANE_PORT" in unset["fix"]
+    off = _preflight(lab, _addresses(lab), [0, 1], tmp_path, environ={"MIRRORLAB_DATA_LANE": "off"})
+    assert not any(_codes(o, "ML-NET-016") or _codes(o, "ML-NET-015") for o in off.values())
