@@ -299,7 +299,10 @@ def test_the_connect_timeout_setting_names_the_variable_and_the_fix():
 
 
 def test_a_peer_whose_lane_cannot_connect_in_time_stays_on_grpc_and_is_named(make_nodes, monkeypatch, caplog):
-    def refuse(address, timeout):  # as a firewall that drops the port, without waiting for it
+    both = threading.Barrier(2, timeout=5)
+
+    def refuse(address, timeout):  # as a firewall that drops the port; both connects must be in flight at once
+        both.wait()  # (one after the other, the first would break the barrier after 5 s)
         raise TimeoutError("timed out")
 
     nodes = make_nodes(3, lanes=False)
@@ -311,6 +314,7 @@ def test_a_peer_whose_lane_cannot_connect_in_time_stays_on_grpc_and_is_named(mak
         == ["worker 1", "worker 2"]
     assert all(f"TCP port {lanes[peer].port} of that worker's host" in r.getMessage()
                for peer, r in zip((1, 2), caplog.records))
+    assert "(TimeoutError: timed out)" in caplog.records[0].getMessage()  # not the barrier's BrokenBarrierError
 
 
 @pytest.mark.parametrize("mode, tls, lanes", [("auto", False, True), ("auto", True, False), ("on", True, True),

@@ -78,6 +78,6 @@ def test_lane_ports_dropped_by_a_firewall_cost_one_connect_timeout_and_leave_tho
         assert json.loads(result.split(" ", 1)[1].rsplit(" pid ", 1)[0]) == simulated[worker]
     given_up = [_no_lane(out) for _, out in outputs]
     assert [sorted(g) for g in given_up] == [[2, 3], [2, 3], [3], [2]]
-    # both firewalled peers were tried at once: each given up after one connect timeout (in turn, the second
-    # would have taken two)
-    assert all(CONNECT_S * 0.9 <= seconds < CONNECT_S * 1.5 for g in given_up for seconds in g.values()), given_up
+    # both firewalled peers were tried at once: each given up after one connect timeout, as the workers' logs say
+    # (in turn, the second would have taken two; test_data_lane.py shows the connects overlap without timing)
+    assert all(CONNECT_S * 0.9 <= seconds < CONNECT_S * 1.9 for g in given_up for seconds in g.values()), given_up
