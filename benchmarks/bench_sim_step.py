@@ -9,7 +9,9 @@
    variants run interleaved (repetition r of each before repetition r + 1) and the min and median over
    repetitions are printed with their ratios, because absolute timings on a shared machine are noisy.
 2. 1024 simulated replicas all-reducing 1M float32 values each, in four cluster shapes, each in its own
-   process so its peak memory (max RSS) is its own. Target < 2 s and < 2 GB.
+   process so its peak memory (max RSS) is its own. Target < 2 s and < 2 GB. Each replica's own input makes
+   4 GB by itself, so each shape runs again with one read-only input shared by every replica: what the
+   simulator itself holds.
 
 Run: ``python benchmarks/bench_sim_step.py [--steps 50] [--repeats 5] [--skip-allreduce]``.
 """
@@ -230,13 +232,17 @@ def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
     return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
 
 
-def allreduce_1m(workers: int, devices: int, repeats: int = 3, size: int = 1 << 20) -> list[float]:
-    """Wall seconds for ``workers x devices`` replicas to all-reduce ``size`` (1M) float32 each (first = cold)."""
+def allreduce_1m(workers: int, devices: int, repeats: int = 3, size: int = 1 << 20, shared: bool = False
+                 ) -> list[float]:
+    """Wall seconds for ``workers x devices`` replicas to all-reduce ``size`` (1M) float32 each (first = cold);
+    ``shared``: every replica contributes the same read-only array instead of one of its own."""
+    one = np.full(size, 3, np.float32)
+    one.flags.writeable = False
 
     def program() -> list[tuple[float, float]]:
         strategy = ml.MultiWorkerMirroredStrategy()
         values = strategy.experimental_distribute_values_from_function(
-            lambda c: np.full(size, c.replica_id_in_sync_group % 7, np.float32))
+            lambda c: one if shared else np.full(size, c.replica_id_in_sync_group % 7, np.float32))
         times = []
         for _ in range(repeats):
             strategy.reduce("mean", ml.constant(0.0), axis=None)  # line the workers up before timing
@@ -289,10 +295,10 @@ def mlp_report(steps: int, repeats: int) -> None:
           "whole batch; TF 2.21 MirroredStrategy ~4.7x whole batch")
 
 
-def allreduce_in_subprocess(workers: int, devices: int) -> str:
+def allreduce_in_subprocess(workers: int, devices: int, shared: bool) -> str:
     """Run one all-reduce shape in a fresh process (bounded to 10 minutes) and return its report line."""
-    done = subprocess.run([sys.executable, __file__, "--allreduce-shape", f"{workers},{devices}"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, __file__, "--allreduce-shape", f"{workers},{devices}"]
+                          + (["--shared-input"] if shared else []), capture_output=True, text=True, timeout=600)
     return done.stdout.strip() or f"  SimCluster({workers}, {devices}): failed: {done.stderr.strip()[-300:]}"
 
 
@@ -302,21 +308,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-allreduce", action="store_true")
     parser.add_argument("--allreduce-shape", help="WORKERS,DEVICES: time one shape in this process (internal)")
+    parser.add_argument("--shared-input", action="store_true", help="with --allreduce-shape: one input for all")
     args = parser.parse_args()
     if args.allreduce_shape:
         workers, devices = (int(n) for n in args.allreduce_shape.split(","))
-        times = allreduce_1m(workers, devices)
+        times = allreduce_1m(workers, devices, shared=args.shared_input)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        inputs_mb = workers * devices * (1 << 20) * 4 / 2**20
-        print(f"  SimCluster({workers}, {devices}): " + ", ".join(f"{t:.3f} s" for t in times)
+        inputs_mb = (1 if args.shared_input else workers * devices) * (1 << 20) * 4 / 2**20
+        shape = f"SimCluster({workers}, {devices})" + (", one shared input" if args.shared_input else "")
+        print(f"  {shape}: " + ", ".join(f"{t:.3f} s" for t in times)
               + f" (min warm x target {min(times[1:]) / TARGET_SECONDS:.2f}); peak memory {peak_mb:.0f} MB "
               f"(x target {peak_mb / TARGET_MB:.2f}), of which the replicas' own inputs {inputs_mb:.0f} MB")
         return
     mlp_report(args.steps, args.repeats)
     if not args.skip_allreduce:
         print("1024 replicas all-reducing 1M float32 each (target < 2 s, < 2 GB); runs: cold, warm, warm:")
-        for workers, devices in ALLREDUCE_SHAPES:
-            print(allreduce_in_subprocess(workers, devices))
+        for shared in (False, True):
+            for workers, devices in ALLREDUCE_SHAPES:
+                print(allreduce_in_subprocess(workers, devices, shared))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ def test_simulated_step_runs_and_split_gradients_add_up_to_the_whole_batch():
 def test_allreduce_timing_runs_on_several_workers():
     """The all-reduce timing runs across workers (2 x 2 replicas, 16 values) and reports one time per repeat."""
     bench = _load()
-    times = bench.allreduce_1m(workers=2, devices=2, repeats=2, size=16)
-    assert len(times) == 2 and all(t >= 0.0 for t in times)
+    for shared in (False, True):
+        times = bench.allreduce_1m(workers=2, devices=2, repeats=2, size=16, shared=shared)
+        assert len(times) == 2 and all(t >= 0.0 for t in times)
 
 
 def test_allreduce_benchmark_runs_and_reports_bus_bandwidth(monkeypatch):
