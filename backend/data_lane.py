@@ -104,8 +104,12 @@ class DataLanes:
                                        daemon=True) for peer in range(node.size) if peer != node.rank]
         for thread in connecting:
             thread.start()
-        for thread in connecting:  # each connect is bounded by ``end`` plus its handshake
-            thread.join(max(0.0, end + HANDSHAKE_TIMEOUT_S - time.monotonic()))
+        # Each connect is bounded (the port query by ``end``, the connect by the connect timeout, TLS by the same,
+        # the challenge by its own timeout), so they all end before this bound; one that did not would be dropped
+        # below, and its peer, which may have admitted it, would take the closed lane for a lost peer.
+        bound = end + self._connect_timeout + HANDSHAKE_TIMEOUT_S + 1.0
+        for thread in connecting:
+            thread.join(max(0.0, bound - time.monotonic()))
         with self._cond:
             self._opened = True
             peers = sorted(self._outgoing)
