@@ -52,10 +52,10 @@ def ring_order_total(arrays: Sequence[Any]) -> Any:
     return total
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def _ring_picks(length: int, n: int) -> np.ndarray:
     """Where element e's k-th operand of the ring's sum sits in the n arrays laid end to end (chunk c starts at
-    rank c), as an (n, length) index."""
+    rank c), as an (n, length) index (under ``PICK_BELOW`` entries: the cache holds at most 32 MiB)."""
     first = np.empty(length, np.intp)
     for c, (a, b) in enumerate(chunk_bounds(length, n)):
         first[a:b] = c
