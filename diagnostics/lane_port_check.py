@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from mirrorlab.backend.settings import (DATA_LANE_CONNECT_VAR, DATA_LANE_PORT_VAR, DATA_LANE_VAR, data_lane_setting,
                                         port_setting)
 from mirrorlab.backend.tls import TLS_VARS
-from mirrorlab.diagnostics.address_checks import split_address
 from mirrorlab.diagnostics.findings import Finding, Severity, register_code
-from mirrorlab.diagnostics.preflight_probe import Reach, Resolver, resolve_host, tcp_reach
+from mirrorlab.diagnostics.preflight_probe import Reach, tcp_reach
 
 __all__ = ["LANE_PORT_BLOCKED", "LANE_PORT_UNSET", "LANE_SETTING_INVALID", "LaneListener", "lane_port",
            "lane_port_finding", "lane_setup_findings"]
@@ -88,19 +87,13 @@ def lane_setup_findings(own: str, environ: Mapping[str, str]) -> tuple[int | Non
     return port, []
 
 
-def lane_port_finding(own: str, peer: str, address: str, port: int, timeout_s: float, wait_s: float,
-                      resolve: Resolver) -> Finding | None:
-    """ML-NET-015 when ``peer``'s host (from its TF_CONFIG ``address``) does not accept a connection on ``port``
-    within ``timeout_s`` (a refused one is retried until ``wait_s`` has passed: its preflight may start later)."""
-    host_port, _ = split_address(address)
-    if host_port is None:
-        return None  # a malformed address has its own ML-CFG finding
-    resolved, problem = resolve_host(host_port, timeout_s, resolve)
-    if problem is not None:
-        return None  # as above: ML-NET-003
+def lane_port_finding(own: str, peer: str, ip: str, port: int, timeout_s: float, wait_s: float) -> Finding | None:
+    """ML-NET-015 when ``peer``'s host (``ip``, as its gRPC probe resolved it) does not accept a connection on
+    ``port`` within ``timeout_s`` (a refused one is retried until ``wait_s`` has passed: its preflight may start
+    later)."""
     give_up = time.monotonic() + wait_s
     while True:
-        status, detail, _ = tcp_reach(resolved[0], port, timeout_s)
+        status, detail, _ = tcp_reach(ip, port, timeout_s)
         if status is not Reach.REFUSED or time.monotonic() >= give_up:
             break
         time.sleep(_RETRY_INTERVAL_S)

@@ -161,7 +161,7 @@ def preflight(tf_config: str, *, timeout_s: float = 2.0, wait_s: float = 0.0, li
                                                            resolve=resolve, bulk_bytes=bulk_bytes), peers))
             if listener is not None:  # the lane port of every peer whose gRPC port answered
                 findings += [f for f in pool.map(
-                    lambda p: lane_port_finding(own, p.peer, p.address, lane_port, timeout_s, wait_s, resolve),
+                    lambda p: lane_port_finding(own, p.peer, p.resolved[0], lane_port, timeout_s, wait_s),
                     [p for p in probes if p.status is Reach.OK]) if f is not None]
         time.sleep(linger_s)  # keep answering peers that probe us later
     finally:

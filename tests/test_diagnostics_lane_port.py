@@ -3,8 +3,6 @@ settings alone give, and the probe of one peer's lane port on loopback (listenin
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from mirrorlab.backend.ports import free_ports
@@ -34,12 +32,10 @@ def test_a_listening_lane_port_passes_and_a_missing_one_is_named_with_its_fix():
     listening, closed = free_ports(2)
     listener = LaneListener("127.0.0.1", listening).start()
     try:
-        assert lane_port_finding("worker:0", "worker:1", "127.0.0.1:2222", listening, 1.0, 0.0,
-                                 socket.getaddrinfo) is None
+        assert lane_port_finding("worker:0", "worker:1", "127.0.0.1", listening, 1.0, 0.0) is None
     finally:
         listener.stop()
-    refused = lane_port_finding("worker:0", "worker:1", "127.0.0.1:2222", closed, 1.0, 0.3,
-                                socket.getaddrinfo)
+    refused = lane_port_finding("worker:0", "worker:1", "127.0.0.1", closed, 1.0, 0.3)
     assert refused.code == LANE_PORT_BLOCKED and refused.workers == ("worker:0", "worker:1")
     assert f"data-lane port {closed} refused" in refused.message
     assert refused.fix == f"Run worker:1's preflight with MIRRORLAB_DATA_LANE_PORT={closed} too (every worker uses " \
