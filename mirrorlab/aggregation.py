@@ -51,5 +51,10 @@ class ReduceOp(enum.Enum):
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
-            return cls(value.upper())
+            op = _REDUCE_OPS.get(value)  # (an Enum lookup by value costs a microsecond; ops are named every step)
+            return cls(value.upper()) if op is None else op
         return cls(value)
+
+
+_REDUCE_OPS = {spelling: op for op in ReduceOp for spelling in (op.value, op.value.lower())}
+"""The common spellings of each ReduceOp's name (any other case goes through the Enum)."""

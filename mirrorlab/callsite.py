@@ -11,7 +11,15 @@ from functools import lru_cache
 
 __all__ = ["calls_from", "user_call_site", "is_internal", "describe_frame"]
 
-_outer = threading.local()  # ``site``: where the user called what this thread runs for (see ``calls_from``)
+
+class _OuterSite(threading.local):
+    """Per thread: ``site``, where the user called what this thread runs for (see ``calls_from``); None by default
+    (a class attribute: read without a failed lookup)."""
+
+    site: str | None = None
+
+
+_outer = _OuterSite()
 
 
 @lru_cache(maxsize=1)
@@ -44,16 +52,22 @@ def describe_frame(filename: str, lineno: int | None, function: str) -> str:
     return f"{os.path.basename(filename)}:{lineno} in {function}"
 
 
-@contextlib.contextmanager
-def calls_from(site: str):  # noqa: ANN201 (a context manager)
+class calls_from:  # noqa: N801 (used like a function: ``with calls_from(site):``)
     """In this thread, report ``site`` where no user frame is on the stack (a replica thread running mirrorlab's
-    own step, e.g. Keras' fit, for a ``strategy.run`` the user's code called at ``site``)."""
-    outer = getattr(_outer, "site", None)
-    _outer.site = site
-    try:
-        yield
-    finally:
-        _outer.site = outer
+    own step, e.g. Keras' fit, for a ``strategy.run`` the user's code called at ``site``). A class, not a generator:
+    every replica enters one per step."""
+
+    __slots__ = ("_site", "_outer")
+
+    def __init__(self, site: str) -> None:
+        self._site = site
+
+    def __enter__(self) -> None:
+        self._outer = _outer.site
+        _outer.site = self._site
+
+    def __exit__(self, *exc_info: object) -> None:
+        _outer.site = self._outer
 
 
 def user_call_site(default: str = "<unknown>") -> str:
@@ -64,4 +78,4 @@ def user_call_site(default: str = "<unknown>") -> str:
         if not is_internal(frame.f_code.co_filename):
             return describe_frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
-    return getattr(_outer, "site", None) or default
+    return _outer.site or default

@@ -113,6 +113,7 @@ class _Meeting:
     def __init__(self, size: int) -> None:
         self.size = size
         self.plans: dict[int, _Plan] = {}
+        self._present_below = 0  # every rank below this one has arrived (members only ever arrive)
 
     def identity(self) -> Any:
         return next(iter(self.plans.values())).inst.state
@@ -125,7 +126,11 @@ class _Meeting:
         return self.match()[0].get(rank)
 
     def first_missing(self) -> int | None:
-        return next((rank for rank in range(self.size) if rank not in self.plans), None)
+        rank = self._present_below
+        while rank < self.size and rank in self.plans:
+            rank += 1
+        self._present_below = rank
+        return rank if rank < self.size else None
 
     def match(self) -> tuple[dict[int, int], dict[tuple[int, int], int], bool]:
         """Play the members' operations in per-pair FIFO order, binding each placeholder to its message: which peer

@@ -10,14 +10,12 @@ instead (``sim/collective_batch.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["ClosedForm"]
 
 
-@dataclass(frozen=True)
-class ClosedForm:
+class ClosedForm(NamedTuple):
     """This rank's input ``flat``, the algorithm's exact-order ``total`` over all ranks' inputs, and ``finish``."""
 
     flat: Any

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import errors
 from ..tensor import array_module
@@ -31,9 +30,9 @@ FIX_DESYNC = ("Fix: every worker must run the same collectives (reduce, all_redu
               "look for code that only some workers run (e.g. `if is_chief:`) or data that differs in shape.")
 
 
-@dataclass(frozen=True)
-class CollectiveState:
-    """Where a worker is: the collective it is in (or last finished) and the user's call site."""
+class CollectiveState(NamedTuple):
+    """Where a worker is: the collective it is in (or last finished) and the user's call site (a named tuple: one is
+    made per collective instance)."""
 
     seq: int
     fingerprint: Fingerprint

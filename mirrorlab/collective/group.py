@@ -19,7 +19,7 @@ from ..placement import Placement
 from ..communication import Options
 from ..tensor import array_module, dtype_name, frozen, shape_of, to_host
 from ..trace import CollectiveEvent, Trace
-from .algorithm_choice import choose_all_reduce
+from .algorithm_choice import AllReduceAlgorithm, choose_all_reduce
 from .allgather_ring import allgather_ring, concat_blocks
 from .barrier import barrier
 from .broadcast_tree import broadcast_tree
@@ -85,6 +85,7 @@ class CollectiveGroup:
         self._before = before_collective
         self.placement = Placement(self.devices)
         self.step = 0
+        self._plans: dict[tuple, tuple[Fingerprint, list[Any], AllReduceAlgorithm]] = {}  # see ``_pack_plan``
 
     @property
     def num_replicas(self) -> int:
@@ -178,16 +179,19 @@ class CollectiveGroup:
     def _all_reduce(self, leaves: Sequence[Sequence[Any]], op: ReduceOp, site: str, options: Options | None,
                     mean_count: int | None) -> list[Any]:
         sums = [leaf[0] if len(leaf) == 1 else frozen(sum_in_order(leaf)) for leaf in leaves]
-        out: list[Any] = [None] * len(sums)
-        opts = self.options.merge(options)
-        for pack in group_by_size(sums, opts.bytes_per_pack):
-            by_dtype: dict[str, list[int]] = {}
-            for i in pack:
-                by_dtype.setdefault(dtype_name(sums[i]), []).append(i)
-            for dtype, idx in by_dtype.items():
-                packed = self._reduce_pack([sums[i] for i in idx], dtype, op, site, options, [leaves[i] for i in idx])
-                for i, value in zip(idx, packed):
-                    out[i] = value
+        if len(sums) == 1:  # one pack of one dtype, whatever the pack size
+            out = self._reduce_pack(sums, dtype_name(sums[0]), op, site, options, leaves)
+        else:
+            out = [None] * len(sums)
+            for pack in group_by_size(sums, self.options.merge(options).bytes_per_pack):
+                by_dtype: dict[str, list[int]] = {}
+                for i in pack:
+                    by_dtype.setdefault(dtype_name(sums[i]), []).append(i)
+                for dtype, idx in by_dtype.items():
+                    packed = self._reduce_pack([sums[i] for i in idx], dtype, op, site, options,
+                                               [leaves[i] for i in idx])
+                    for i, value in zip(idx, packed):
+                        out[i] = value
         count = self.num_replicas if mean_count is None else mean_count
         if op == ReduceOp.MEAN and count > 1:
             out = [mean_of_sum(v, count) for v in out]
@@ -195,12 +199,8 @@ class CollectiveGroup:
 
     def _reduce_pack(self, arrays: list[Any], dtype: str, op: ReduceOp, site: str,
                      options: Options | None, replica_leaves: Sequence[Sequence[Any]]) -> list[Any]:
-        shapes = [shape_of(a) for a in arrays]
-        fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), op.name)
-        local_shapes = [fp.shape] * self.num_local
-        nbytes = sum(a.nbytes for a in arrays)
         implementation = self.options.merge(options).implementation
-        algorithm = choose_all_reduce(nbytes, self.comm.size, implementation)
+        fp, local_shapes, algorithm = self._pack_plan(arrays, dtype, op, implementation)
         name, run = self.comm.lane.route("all_reduce", implementation, arrays[0], algorithm.name, algorithm.run)
         if self.comm.size == 1:
             return self._run(fp, site, options, local_shapes, lambda inst: arrays, list(zip(*replica_leaves)))
@@ -217,6 +217,19 @@ class CollectiveGroup:
         closed = ClosedForm(flat, algorithm.total, finish) if run is algorithm.run else None
         return self._run(fp, site, options, local_shapes, lambda inst: finish(run(inst, flat)),
                          list(zip(*replica_leaves)), name, closed)
+
+    def _pack_plan(self, arrays: list[Any], dtype: str, op: ReduceOp, implementation: Any
+                   ) -> tuple[Fingerprint, list[Any], AllReduceAlgorithm]:
+        """The fingerprint, the local replicas' shapes (as traced) and the algorithm of a packed all-reduce: the same
+        for the same shapes, dtype, op and implementation, so made once (a training step repeats its packs)."""
+        key = (dtype, op, implementation, *[a.shape for a in arrays])
+        plan = self._plans.get(key)
+        if plan is None:
+            shapes = [shape_of(a) for a in arrays]
+            fp = Fingerprint("all_reduce", dtype, shapes[0] if len(shapes) == 1 else tuple(shapes), op.name)
+            algorithm = choose_all_reduce(sum(a.nbytes for a in arrays), self.comm.size, implementation)
+            plan = self._plans[key] = (fp, [fp.shape] * self.num_local, algorithm)
+        return plan
 
     def all_gather(self, leaves: Sequence[Sequence[Any]], site: str, options: Options | None = None) -> list[Any]:
         """Concatenate each leaf along axis 0 over all replicas, in global replica order."""

@@ -4,26 +4,37 @@ pair up across workers. The entry point that issues the request names it for the
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 
 __all__ = ["requesting", "current_kind"]
 
-_tls = threading.local()
+
+class _Kind(threading.local):
+    """Per thread: ``kind``, the request the collectives started now are for ("" by default, a class attribute)."""
+
+    kind = ""
 
 
-@contextlib.contextmanager
-def requesting(kind: str) -> Iterator[None]:
-    """In this thread, the collectives started inside are for ``kind`` (the innermost request wins)."""
-    outer = getattr(_tls, "kind", "")
-    _tls.kind = kind
-    try:
-        yield
-    finally:
-        _tls.kind = outer
+_tls = _Kind()
+
+
+class requesting:  # noqa: N801 (used like a function: ``with requesting(kind):``)
+    """In this thread, the collectives started inside are for ``kind`` (the innermost request wins). A class, not
+    a generator: every collective enters one."""
+
+    __slots__ = ("_kind", "_outer")
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+
+    def __enter__(self) -> None:
+        self._outer = _tls.kind
+        _tls.kind = self._kind
+
+    def __exit__(self, *exc_info: object) -> None:
+        _tls.kind = self._outer
 
 
 def current_kind() -> str:
     """The request the collectives of this thread are for now ("" outside any named request)."""
-    return getattr(_tls, "kind", "")
+    return _tls.kind

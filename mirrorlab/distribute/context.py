@@ -4,8 +4,7 @@ replica (inside ``strategy.run``) or in cross-replica context (inside ``scope()`
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .replica_context import ReplicaContext
@@ -14,18 +13,28 @@ if TYPE_CHECKING:
 __all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "enter",
            "current_frame", "experimental_set_strategy"]
 
-_tls = threading.local()
+
+class _Context(threading.local):
+    """Per thread: the stack of frames and the base frame (``experimental_set_strategy``). Class-level defaults make
+    a thread that has set neither read None without a failed attribute lookup (several per step)."""
+
+    stack: "list[Frame] | None" = None
+    base: "Frame | None" = None
 
 
-@dataclass(frozen=True)
-class Frame:
+_tls = _Context()
+
+
+class Frame(NamedTuple):
+    """One entry of a thread's context stack (a named tuple: every replica enters one per step)."""
+
     strategy: "Strategy"
     replica: "ReplicaContext | None"
     update: int | None = None  # the local copy ``extended.update``/``update_non_slot`` is updating (TF's UpdateContext)
 
 
 def _stack() -> list[Frame]:
-    stack = getattr(_tls, "stack", None)
+    stack = _tls.stack
     if stack is None:
         stack = _tls.stack = []
     return stack
@@ -34,7 +43,7 @@ def _stack() -> list[Frame]:
 def current_frame() -> Frame | None:
     """The innermost scope or replica frame; below every scope, the one ``experimental_set_strategy`` set."""
     stack = _stack()
-    return stack[-1] if stack else getattr(_tls, "base", None)
+    return stack[-1] if stack else _tls.base
 
 
 def experimental_set_strategy(strategy: "Strategy | None") -> None:

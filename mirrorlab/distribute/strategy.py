@@ -80,6 +80,25 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
                           np.ascontiguousarray(b).reshape(-1).view(np.uint8))
 
+class _OneStep:
+    """The context of ``StrategyExtended._one_step`` (a class, not a generator: it is entered once a step)."""
+
+    __slots__ = ("_ext",)
+
+    def __init__(self, ext: "StrategyExtended") -> None:
+        self._ext = ext
+
+    def __enter__(self) -> None:
+        ext = self._ext
+        ext._step += 1
+        ext._group.step = ext._step
+        ext._runtime.before_step(ext._step)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None and self._ext._unsynced:
+            self._ext._record_unsynced_updates()
+
+
 class StrategyExtended(ExtendedApi):
     """``strategy.extended``: devices, roles, and the machinery (replica pool, collective group)."""
 
@@ -223,16 +242,10 @@ class StrategyExtended(ExtendedApi):
         """Remember a replica-local update of an ON_WRITE variable with aggregation NONE (see ``run``)."""
         self._unsynced.setdefault(id(var), (var, site))
 
-    @contextmanager
-    def _one_step(self) -> Iterator[None]:
+    def _one_step(self) -> "_OneStep":
         """``strategy.run``'s bookkeeping around one step, run per replica or stacked: count it and tell the runtime
         (fault hooks) before; after a step that returned, trace the replica-local updates."""
-        self._step += 1
-        self._group.step = self._step
-        self._runtime.before_step(self._step)
-        yield
-        if self._unsynced:
-            self._record_unsynced_updates()
+        return _OneStep(self)
 
     def _record_unsynced_updates(self) -> None:
         """After a ``run``: trace each unsynchronized variable's copies (digests) so diagnostics can flag
