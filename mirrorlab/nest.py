@@ -91,11 +91,13 @@ def _rebuild(template: Any, children: list) -> Any:
 def pack_sequence_as(structure: Any, flat: list) -> Any:
     """Rebuild ``structure`` with its leaves replaced, in order, by ``flat``."""
     flat = list(flat)
-    if is_nested(structure):
-        children = _children(structure)
-        if not any(map(is_nested, children)):  # the common flat case, without the walk
-            _check_count(len(children), flat, structure)
-            return _rebuild(structure, flat)
+    if not is_nested(structure):  # a leaf: the one item itself
+        _check_count(1, flat, structure)
+        return flat[0]
+    children = _children(structure)
+    if not any(map(is_nested, children)):  # the common flat case, without the walk
+        _check_count(len(children), flat, structure)
+        return _rebuild(structure, flat)
     return _pack_walk(structure, flat)
 
 

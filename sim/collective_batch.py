@@ -250,12 +250,11 @@ class Meetings:
         """Match, count and compute every member's collective; False (nothing changed) when that is not proven."""
         net = self.network
         plans = meeting.plans
-        if any(p.transport.abort_error is not None for p in plans.values()):
-            return False
         first = next(iter(plans.values()))
         group, closed = first.transport.group, first.closed is not None
-        if any((p.closed is not None) != closed for p in plans.values()):
-            return False
+        for p in plans.values():  # (a loop, not any(): this runs once per collective, over every member)
+            if p.transport.abort_error is not None or (p.closed is not None) != closed:
+                return False
         counts_key = (first.inst.algorithm, first.inst.state.fingerprint, meeting.size)
         counts = self._counts.get(counts_key) if closed else None
         if counts is None:

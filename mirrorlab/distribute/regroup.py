@@ -18,6 +18,8 @@ def regroup(values: Sequence[Any], wrap: type = PerReplica, always_wrap: bool = 
     unwrapped, unless ``always_wrap``; with a single replica everything is unwrapped.
     """
     v0 = values[0]
+    if not nest.is_nested(v0):  # a leaf (asked first: the ABC check for a Mapping is slow, and most values are leaves)
+        return v0 if not always_wrap and all(v is v0 for v in values[1:]) else wrap(values)
     if isinstance(v0, (list, tuple)):
         for v in values[1:]:
             if not isinstance(v, (list, tuple)) or len(v) != len(v0):
@@ -27,15 +29,11 @@ def regroup(values: Sequence[Any], wrap: type = PerReplica, always_wrap: bool = 
         if isinstance(v0, tuple) and hasattr(type(v0), "_fields"):
             return type(v0)(*items)
         return type(v0)(items)
-    if isinstance(v0, Mapping):
-        for v in values[1:]:
-            if not isinstance(v, Mapping) or set(v) != set(v0):
-                raise ValueError(f"Replicas returned dicts with different keys: {sorted(v0)} vs {sorted(v)}. "
-                                 "Fix: return the same keys from every replica.")
-        return type(v0)((k, regroup([v[k] for v in values], wrap, always_wrap)) for k in v0)
-    if not always_wrap and all(v is v0 for v in values[1:]):
-        return v0
-    return wrap(values)
+    for v in values[1:]:  # (a Mapping: nested, and neither a list nor a tuple)
+        if not isinstance(v, Mapping) or set(v) != set(v0):
+            raise ValueError(f"Replicas returned dicts with different keys: {sorted(v0)} vs {sorted(v)}. "
+                             "Fix: return the same keys from every replica.")
+    return type(v0)((k, regroup([v[k] for v in values], wrap, always_wrap)) for k in v0)
 
 
 def select_replica(local_id: int, structure: Any) -> Any:

@@ -69,10 +69,11 @@ class ReplicaContext:
         """Reduce ``value`` (a nest of arrays) over all replicas of all workers; every replica gets the result.
         IndexedSlices (sparse gradients) combine by concatenating every replica's rows (MEAN scales them)."""
         op = ReduceOp.coerce(reduce_op)
-        self._strategy.extended._options.merge(options)  # validates options, as TF does even for one replica
-        _check_python_numbers(self._strategy, value, "all_reduce")
-        leaves = [x if isinstance(x, IndexedSlices) else as_tensor(x) for x in nest.flatten(value)]
         ext = self._strategy.extended
+        ext._options.merge(options)  # validates options, as TF does even for one replica
+        flat = nest.flatten(value)
+        _check_python_numbers(self._strategy, flat, "all_reduce")
+        leaves = [x if isinstance(x, IndexedSlices) else as_tensor(x) for x in flat]
         if self.num_replicas_in_sync == 1:  # TF: a one-replica all-reduce is the identity (dtype kept)
             if ext._is_mirrored:  # after MirroredStrategy's batch check, which one device runs too
                 check_batch_placement([[leaf] for leaf in leaves])
@@ -90,7 +91,7 @@ class ReplicaContext:
         """Concatenate ``value`` (a nest) from all replicas along ``axis``, in replica-id order. Python numbers
         are not gathered: each comes back as a tensor of itself, as in TF."""
         flat = nest.flatten(value)
-        _check_python_numbers(self._strategy, value, "all_gather")
+        _check_python_numbers(self._strategy, flat, "all_gather")
         if any(is_python_number(x) for x in flat):
             tensors = [x for x in flat if not is_python_number(x)]
             gathered = iter(self.all_gather(tensors, axis, options) if tensors else ())
@@ -146,6 +147,8 @@ def reduce_replica_leaves(strategy: "Strategy", op: ReduceOp, by_leaf: list[list
 def _results_per_replica(ext: Any, structures: list[Any], results: list[Any]) -> list[Any]:
     """Each replica's own copy of the collective's results (a new view; on its GPU when it has one)."""
     put = ext._placement.put
+    if len(results) == 1 and not nest.is_nested(structures[0]):  # one leaf (per replica: the same structure)
+        return [_own(put(results[0], k)) for k in range(len(structures))]
     return [nest.pack_sequence_as(s, [_own(put(r, k)) for r in results]) for k, s in enumerate(structures)]
 
 
@@ -161,11 +164,11 @@ def is_python_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
 
 
-def _check_python_numbers(strategy: Any, value: Any, what: str) -> None:
-    """TF's errors for Python numbers in a collective: MultiWorkerMirroredStrategy finds no destination for them;
-    MirroredStrategy's all-reduce reads their dtype (its all-gather hands them back, see ``all_gather``); the
-    default strategy takes them as tensors."""
-    numbers = [leaf for leaf in nest.flatten(value) if is_python_number(leaf)]
+def _check_python_numbers(strategy: Any, flat: list[Any], what: str) -> None:
+    """TF's errors for Python numbers among a collective's leaves ``flat``: MultiWorkerMirroredStrategy finds no
+    destination for them; MirroredStrategy's all-reduce reads their dtype (its all-gather hands them back, see
+    ``all_gather``); the default strategy takes them as tensors."""
+    numbers = [leaf for leaf in flat if is_python_number(leaf)]
     if not numbers or strategy._single_plain:  # (TF's default strategy converts them to tensors)
         return
     if not strategy.extended._is_mirrored:
