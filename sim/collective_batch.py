@@ -35,7 +35,7 @@ from .lazy_array import Described, Filled, NeedsData, Placeholder, lift
 from .lazy_eval import Materializer
 
 if TYPE_CHECKING:
-    from .network import SimNetwork, SimTransport
+    from .network import CountedPair, SimNetwork, SimTransport
     from .scheduler import SimThread
 
 __all__ = ["Meetings", "dry_run"]
@@ -174,6 +174,7 @@ class Meetings:
         self._needs_data: set[tuple] = set()
         # (algorithm, fingerprint, size) of a closed form -> messages per (src, dst) pair, as matched once
         self._counts: dict[tuple, dict[tuple[int, int], int]] = {}
+        self._pairs: dict[tuple, list[CountedPair]] = {}  # (group, that key) -> the counts as the network takes them
 
     def join(self, transport: "SimTransport", inst: Instance, body: Callable[[Instance], Any],
              closed: ClosedForm | None = None) -> Any:
@@ -256,18 +257,22 @@ class Meetings:
             if p.transport.abort_error is not None or (p.closed is not None) != closed:
                 return False
         counts_key = (first.inst.algorithm, first.inst.state.fingerprint, meeting.size)
-        counts = self._counts.get(counts_key) if closed else None
-        if counts is None:
-            if any(p.ops is None for p in plans.values()):
-                return False
-            _, counts, complete = meeting.match()
-            if not complete:
-                return False
-        if not net.quiet(group, counts):
+        pairs = self._pairs.get((group, counts_key)) if closed else None
+        if pairs is None:
+            counts = self._counts.get(counts_key) if closed else None
+            if counts is None:
+                if any(p.ops is None for p in plans.values()):
+                    return False
+                _, counts, complete = meeting.match()
+                if not complete:
+                    return False
+            pairs = net.counted_pairs(group, counts)
+            if closed:
+                self._counts[counts_key] = counts
+                self._pairs[(group, counts_key)] = pairs
+        if not net.deliver_counted(pairs):
             return False
-        net.count_delivered(group, counts)
         if closed:
-            self._counts[counts_key] = counts
             total = frozen(first.closed.total([plans[rank].closed.flat for rank in range(meeting.size)]))
             for plan in plans.values():
                 plan.value = plan.closed.finish(total)

@@ -26,6 +26,8 @@ from .scheduler import Scheduler, SimThread
 __all__ = ["SimNetwork", "SimTransport", "seeded_route"]
 
 Route = Callable[[int, int, int, float], "float | None"]
+CountedPair = tuple[tuple[int, int, int], tuple[int, int], dict[int, int], int, int]
+"""A pair's mailbox key, (src, dst), its receiver's next-message numbers, src, and a count of messages."""
 
 
 class SimNetwork:
@@ -98,24 +100,27 @@ class SimNetwork:
             return
         self._at(when, lambda: self._deliver(key, number, message))
 
-    def quiet(self, group: int, counts: dict[tuple[int, int], int]) -> bool:
-        """Whether no message of ``group`` is in flight or waiting on any of these (src, dst) pairs."""
-        for src, dst in counts:
-            key = (group, src, dst)
-            if self._boxes.get(key) or self._numbers.get(key, 0) != self._endpoints[(group, dst)].expected(src):
-                return False
-        return True
+    def counted_pairs(self, group: int, counts: dict[tuple[int, int], int]) -> list[CountedPair]:
+        """``counts[(src, dst)]`` messages of ``group`` per pair, as ``deliver_counted`` takes them (made once for a
+        collective that repeats: its mailbox keys and its receivers' counters looked up once)."""
+        return [((group, src, dst), (src, dst), self._endpoints[(group, dst)]._expected, src, count)
+                for (src, dst), count in counts.items()]
 
-    def count_delivered(self, group: int, counts: dict[tuple[int, int], int]) -> None:
-        """Advance the counters as ``counts[(src, dst)]`` instant messages sent and received now would have."""
-        now = self.scheduler.now
-        for (src, dst), count in counts.items():
-            key = (group, src, dst)
-            self._numbers[key] = self._numbers.get(key, 0) + count
-            self._endpoints[(group, dst)].received(src, count)
-            self.sent[(src, dst)] = self.sent.get((src, dst), 0) + count
-            self._last_arrival[key] = max(self._last_arrival.get(key, 0.0), now)
+    def deliver_counted(self, pairs: list[CountedPair]) -> bool:
+        """If no message is in flight or waiting on any of these pairs, advance the counters as their counted
+        instant messages, sent and received now, would have, and say so; else change nothing (False)."""
+        boxes, numbers = self._boxes, self._numbers
+        for key, _, expected, src, _ in pairs:
+            if boxes.get(key) or numbers.get(key, 0) != expected.get(src, 0):
+                return False
+        now, sent, last = self.scheduler.now, self.sent, self._last_arrival
+        for key, pair, expected, src, count in pairs:
+            numbers[key] = numbers.get(key, 0) + count
+            expected[src] = expected.get(src, 0) + count
+            sent[pair] = sent.get(pair, 0) + count
+            last[key] = max(last.get(key, 0.0), now)
             self.messages += count
+        return True
 
     def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:
         when = self._arrival((group, src, dst), 0)
@@ -168,14 +173,6 @@ class SimTransport(Transport):
         if self.meeting is not None:
             return self.meeting.waiting_for(self.rank)
         return None if self._waiting is None else self._waiting[1]
-
-    def expected(self, src: int) -> int:
-        """The number of the next message this endpoint takes from ``src``."""
-        return self._expected.get(src, 0)
-
-    def received(self, src: int, count: int) -> None:
-        """``count`` messages from ``src`` were taken without passing through ``recv`` (``collective_batch``)."""
-        self._expected[src] = self._expected.get(src, 0) + count
 
     def execute(self, instance: Any, body: Callable[[Any], Any], closed_form: Any = None) -> Any:
         """On an instant network, compute the collective with its other members (``collective_batch``); alone, it
