@@ -277,3 +277,25 @@ def test_small_all_reduces_computed_from_their_closed_form_step_after_step_match
     assert (batched.values(), batched.messages) == per_message(workers, 1, program)
     assert batched.computed_once >= 2 * steps  # every small all-reduce, from the first step on
     assert batched.virtual_time == 0.0
+
+
+@settings(max_examples=10, deadline=None)
+@given(workers=st.sampled_from([2, 3, 5, 8]), steps=st.integers(1, 3), seed=st.integers(0, 3))
+def test_counted_messages_and_messages_sent_one_by_one_add_up_in_either_order(workers, steps, seed):
+    def program() -> list[bytes]:  # counted all-reduces, then a bare gather-reduce message by message, in turn
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        comm = strategy.extended._group.comm
+        out = []
+        for step in range(steps):
+            out += strategy.experimental_local_results(strategy.run(
+                lambda: tf.distribute.get_replica_context().all_reduce("sum", np.float32(step + comm.rank))))
+            inst = comm.start(Fingerprint("all_reduce", "float32", (4,), "SUM"), "test", 60.0)
+            inst.algorithm = "gather_reduce(ring order)"
+            x = frozen(np.full(4, comm.rank + step, np.float32))
+            out.append(inst.run(lambda i: allreduce_gather_reduce(i, x)))
+            inst.done()
+        return [np.ascontiguousarray(o).tobytes() for o in out]
+
+    batched = SimCluster(workers=workers, seed=seed).run(program)
+    assert (batched.values(), batched.messages) == per_message(workers, 1, program)
+    assert batched.computed_once >= steps
