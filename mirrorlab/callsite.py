@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.util
 import os
 import sys
@@ -12,14 +13,8 @@ from functools import lru_cache
 __all__ = ["calls_from", "user_call_site", "is_internal", "describe_frame"]
 
 
-class _OuterSite(threading.local):
-    """Per thread: ``site``, where the user called what this thread runs for (see ``calls_from``); None by default
-    (a class attribute: read without a failed lookup)."""
-
-    site: str | None = None
-
-
-_outer = _OuterSite()
+_OUTER_SITE: contextvars.ContextVar[str | None] = contextvars.ContextVar("mirrorlab_outer_site", default=None)
+"""Per thread (or greenlet): where the user called what this thread runs for (see ``calls_from``)."""
 
 
 @lru_cache(maxsize=1)
@@ -63,11 +58,11 @@ class calls_from:  # noqa: N801 (used like a function: ``with calls_from(site):`
         self._site = site
 
     def __enter__(self) -> None:
-        self._outer = _outer.site
-        _outer.site = self._site
+        self._outer = _OUTER_SITE.get()
+        _OUTER_SITE.set(self._site)
 
     def __exit__(self, *exc_info: object) -> None:
-        _outer.site = self._outer
+        _OUTER_SITE.set(self._outer)
 
 
 def user_call_site(default: str = "<unknown>") -> str:
@@ -78,4 +73,4 @@ def user_call_site(default: str = "<unknown>") -> str:
         if not is_internal(frame.f_code.co_filename):
             return describe_frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
-    return _outer.site or default
+    return _OUTER_SITE.get() or default

@@ -4,18 +4,13 @@ pair up across workers. The entry point that issues the request names it for the
 
 from __future__ import annotations
 
-import threading
+import contextvars
 
 __all__ = ["requesting", "current_kind"]
 
 
-class _Kind(threading.local):
-    """Per thread: ``kind``, the request the collectives started now are for ("" by default, a class attribute)."""
-
-    kind = ""
-
-
-_tls = _Kind()
+_KIND: contextvars.ContextVar[str] = contextvars.ContextVar("mirrorlab_request_kind", default="")
+"""Per thread (or greenlet): the request the collectives started now are for."""
 
 
 class requesting:  # noqa: N801 (used like a function: ``with requesting(kind):``)
@@ -28,13 +23,13 @@ class requesting:  # noqa: N801 (used like a function: ``with requesting(kind):`
         self._kind = kind
 
     def __enter__(self) -> None:
-        self._outer = _tls.kind
-        _tls.kind = self._kind
+        self._outer = _KIND.get()
+        _KIND.set(self._kind)
 
     def __exit__(self, *exc_info: object) -> None:
-        _tls.kind = self._outer
+        _KIND.set(self._outer)
 
 
 def current_kind() -> str:
     """The request the collectives of this thread are for now ("" outside any named request)."""
-    return _tls.kind
+    return _KIND.get()

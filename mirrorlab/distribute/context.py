@@ -3,7 +3,7 @@ replica (inside ``strategy.run``) or in cross-replica context (inside ``scope()`
 
 from __future__ import annotations
 
-import threading
+import contextvars
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -14,17 +14,6 @@ __all__ = ["get_strategy", "has_strategy", "get_replica_context", "in_cross_repl
            "current_frame", "experimental_set_strategy"]
 
 
-class _Context(threading.local):
-    """Per thread: the stack of frames and the base frame (``experimental_set_strategy``). Class-level defaults make
-    a thread that has set neither read None without a failed attribute lookup (several per step)."""
-
-    stack: "list[Frame] | None" = None
-    base: "Frame | None" = None
-
-
-_tls = _Context()
-
-
 class Frame(NamedTuple):
     """One entry of a thread's context stack (a named tuple: every replica enters one per step)."""
 
@@ -33,17 +22,24 @@ class Frame(NamedTuple):
     update: int | None = None  # the local copy ``extended.update``/``update_non_slot`` is updating (TF's UpdateContext)
 
 
+_STACK: contextvars.ContextVar[list[Frame] | None] = contextvars.ContextVar("mirrorlab_strategy_stack", default=None)
+_BASE: contextvars.ContextVar[Frame | None] = contextvars.ContextVar("mirrorlab_base_strategy", default=None)
+"""Per thread (context variables: a greenlet carrying a simulated worker or replica has its own, and a new thread
+starts without): the stack of frames, and the base frame ``experimental_set_strategy`` set."""
+
+
 def _stack() -> list[Frame]:
-    stack = _tls.stack
+    stack = _STACK.get()
     if stack is None:
-        stack = _tls.stack = []
+        stack = []
+        _STACK.set(stack)
     return stack
 
 
 def current_frame() -> Frame | None:
     """The innermost scope or replica frame; below every scope, the one ``experimental_set_strategy`` set."""
     stack = _stack()
-    return stack[-1] if stack else _tls.base
+    return stack[-1] if stack else _BASE.get()
 
 
 def experimental_set_strategy(strategy: "Strategy | None") -> None:
@@ -55,7 +51,7 @@ def experimental_set_strategy(strategy: "Strategy | None") -> None:
     if strategy is not None and not callable(getattr(strategy, "scope", None)):
         raise AttributeError(f"'{type(strategy).__name__}' object has no attribute 'scope'\nFix: pass a "
                              "tf.distribute strategy (or None to clear it).")
-    _tls.base = None if strategy is None else Frame(strategy, None)
+    _BASE.set(None if strategy is None else Frame(strategy, None))
 
 
 class enter:  # noqa: N801 (used like a function: ``with context.enter(...)``)

@@ -4,6 +4,7 @@ decided once per process."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import threading
@@ -13,7 +14,8 @@ from .base import Environment
 
 __all__ = ["current_environment", "bind_environment", "register_environment", "names_multi_worker_cluster"]
 
-_tls = threading.local()
+_ENV: contextvars.ContextVar[Environment | None] = contextvars.ContextVar("mirrorlab_environment", default=None)
+"""The environment this thread (or greenlet: each has its own context) is bound to; a new thread starts unbound."""
 _process_default: Environment | None = None
 _lock = threading.Lock()
 # (name, does this process need it?, factory), tried in order before the local environment.
@@ -46,7 +48,7 @@ register_environment("backend", names_multi_worker_cluster, _backend)
 
 def current_environment() -> Environment:
     """The environment bound to this thread, else the process-wide default (chosen on first use)."""
-    env = getattr(_tls, "env", None)
+    env = _ENV.get()
     if env is not None:
         return env
     global _process_default
@@ -65,4 +67,4 @@ def current_environment() -> Environment:
 
 def bind_environment(env: Environment | None) -> None:
     """Bind (or with None, unbind) this thread to ``env``."""
-    _tls.env = env
+    _ENV.set(env)
