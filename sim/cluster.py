@@ -29,6 +29,7 @@ from mirrorlab.trace import Trace
 from .environ import environ_overlay
 from .environment import SimWorkerEnv
 from .faults import Fault
+from .gc_pacing import young_collections_paced
 from .network import SimNetwork, seeded_route
 from .process_random import ProcessRandomStates
 from .randomized_faults import Maybe, activate
@@ -280,7 +281,7 @@ class SimRun:
         if self.config.trace_file is not None:
             self.trace.stream_to(self.config.trace_file)
         try:
-            with environ_overlay(), self.random_states:
+            with environ_overlay(), self.random_states, young_collections_paced():
                 self.scheduler.run()
         finally:
             self.trace.close()
