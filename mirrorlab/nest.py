@@ -5,7 +5,7 @@ Dicts flatten in sorted key order; everything that is not a tuple, list or mappi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 __all__ = ["is_nested", "is_flat_sequence", "flatten", "pack_sequence_as", "map_structure", "assert_same_structure"]
@@ -103,17 +103,16 @@ def pack_sequence_as(structure: Any, flat: list) -> Any:
 
 def _pack_walk(structure: Any, flat: list) -> Any:
     """``pack_sequence_as`` for any structure, by a recursive walk."""
-    pos = 0
-
-    def build(template: Any) -> Any:
-        nonlocal pos
-        if not is_nested(template):
-            pos += 1
-            return flat[pos - 1]
-        return _rebuild(template, [build(c) for c in _children(template)])
-
     _check_count(len(_flatten_walk(structure)), flat, structure)
-    return build(structure)
+    return _build(structure, iter(flat))
+
+
+def _build(template: Any, leaves: Iterator[Any]) -> Any:
+    """``template`` with its leaves taken in order from ``leaves`` (a function of its own, not a closure calling
+    itself: such a closure is a reference cycle that keeps the leaves alive until a garbage collection)."""
+    if not is_nested(template):
+        return next(leaves)
+    return _rebuild(template, [_build(c, leaves) for c in _children(template)])
 
 
 def _check_count(count: int, flat: list, structure: Any) -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import mirrorlab.tf as tf
 from mirrorlab.collective import algorithm_choice as choice
 from mirrorlab.collective.algorithm_choice import choose_all_reduce
-from mirrorlab.collective.allreduce_gather_reduce import allreduce_gather_reduce
+from mirrorlab.collective.allreduce_gather_reduce import ORDERS, allreduce_gather_reduce
 from mirrorlab.collective.allreduce_halving_doubling import allreduce_halving_doubling
 from mirrorlab.collective.allreduce_ring import allreduce_ring
 from mirrorlab.collective.allreduce_ring_pipelined import allreduce_ring_pipelined, segment_bounds
@@ -189,3 +189,24 @@ def test_the_algorithm_reaches_the_timeline_export_and_single_workers_record_non
     assert spans and {s["args"]["algorithm"] for s in spans} == {"gather_reduce(ring order)"}
     single = _traced_run(1, 4)
     assert all('"algorithm"' not in e.to_json() for e in single)
+
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+def test_an_order_total_keeps_no_input_alive_after_it_returns(order):
+    """Freed by reference counting alone (no reference cycle): a simulated all-reduce over many ranks of large
+    inputs must not hold them until the next garbage collection."""
+    import gc
+    import weakref
+
+    arrays = [np.full(5, k, np.float32) for k in range(7)]
+    refs = [weakref.ref(a) for a in arrays]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        total = ORDERS[order](arrays)
+        del arrays
+        assert [r() for r in refs] == [None] * 7
+    finally:
+        if enabled:
+            gc.enable()
+    assert total.shape == (5,)

@@ -101,3 +101,23 @@ def test_unsortable_keys_are_refused_on_both_paths(structure):
             fn(structure)
     with pytest.raises(TypeError, match="nest only supports dicts with sortable keys"):
         nest.pack_sequence_as(structure, ["p", "q"])
+
+
+def test_packing_a_deep_structure_keeps_no_leaf_alive_after_it_returns():
+    """No reference cycle (a closure calling itself) holds the leaves until a garbage collection."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    leaves = [np.zeros(3) for _ in range(3)]
+    refs = [weakref.ref(leaf) for leaf in leaves]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        packed = nest.pack_sequence_as({"a": [1, (2, 3)]}, leaves)
+        del leaves, packed
+        assert [r() for r in refs] == [None] * 3
+    finally:
+        if enabled:
+            gc.enable()

@@ -74,22 +74,23 @@ def halving_doubling_order_total(arrays: Sequence[Any]) -> Any:
     ``+`` only."""
     n = len(arrays)
     p = 1 << (n.bit_length() - 1)
-    extra = n - p
+    return _halving_doubling_partial(arrays, p, n - p, 0, 1)[0]
 
-    def partial(v: int, half: int) -> tuple[Any, bool]:
-        """The partial of virtual rank v once the bits above ``half`` are folded in, and whether it is ours."""
-        if half == p:
-            if v >= extra:
-                return arrays[v + extra], False
-            left, right = arrays[2 * v], arrays[2 * v + 1]
-        else:
-            (left, ours), (right, _) = partial(v, 2 * half), partial(v + half, 2 * half)
-            if ours:
-                return array_module(left).add(left, right, out=left), True
-        total = left + right
-        return total, isinstance(total, array_module(total).ndarray)  # a new array (not a described one)
 
-    return partial(0, 1)[0]
+def _halving_doubling_partial(arrays: Sequence[Any], p: int, extra: int, v: int, half: int) -> tuple[Any, bool]:
+    """The partial of virtual rank v once the bits above ``half`` are folded in, and whether it is ours (a function
+    of its own, not a closure calling itself: that closure's cycle kept every rank's input alive until a collection)."""
+    if half == p:
+        if v >= extra:
+            return arrays[v + extra], False
+        left, right = arrays[2 * v], arrays[2 * v + 1]
+    else:
+        (left, ours), (right, _) = (_halving_doubling_partial(arrays, p, extra, v, 2 * half),
+                                    _halving_doubling_partial(arrays, p, extra, v + half, 2 * half))
+        if ours:
+            return array_module(left).add(left, right, out=left), True
+    total = left + right
+    return total, isinstance(total, array_module(total).ndarray)  # a new array (not a described one)
 
 
 ORDERS = {"ring": ring_order_total, "halving_doubling": halving_doubling_order_total}
