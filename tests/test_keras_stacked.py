@@ -11,6 +11,8 @@ import mirrorlab.tf as ml
 from mirrorlab.tf import data as md
 from mirrorlab.tf import keras
 from mirrorlab.tf.keras import stacked_step
+from mirrorlab.tf.keras.data_adapter import unpack_x_y_sample_weight
+from mirrorlab.distribute.regroup import select_replica
 from mirrorlab.sim import SimCluster
 
 # (output activation, loss, labels): the common heads
@@ -218,6 +220,26 @@ def test_stack_refusal_names_what_falls_back_to_per_replica_steps():
                 "on-write metric": "not ON_READ"}
     for case, words in expected.items():
         assert got[case] is not None and words in got[case], (case, got[case])
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=st.sampled_from([(1, 8), (2, 4), (1, 1)]), n=st.integers(1, 20))
+def test_stack_check_hands_the_step_each_replicas_share_of_the_batch_or_a_reason(shape, n):
+    """The shares ``stack_check`` returns (and the stacked step reuses) are each replica's own (x, y, weight) of the
+    batch, as a per-replica step unpacks it; a refusal returns none."""
+    def program():
+        strategy = ml.MultiWorkerMirroredStrategy()
+        x, y = data(40, "softmax+sparse", False)
+        with strategy.scope():
+            model = make_model([], "softmax+sparse", "sgd", False)
+        batch = first_batch(strategy, x, y, n)
+        refusal, shares = stacked_step.stack_check(model, "train_step", batch)
+        if refusal is not None:
+            return refusal == stacked_step.stack_refusal(model, "train_step", batch) and shares is None
+        want = [unpack_x_y_sample_weight(select_replica(k, batch)) for k in range(shape[1])]
+        return all(got[0].tobytes() == exp[0].tobytes() and got[1].tobytes() == exp[1].tobytes() and got[2] is None
+                   for got, exp in zip(shares, want, strict=True))
+    assert all(SimCluster(*shape).run(program).values())
 
 
 def test_one_local_replica_never_stacks():

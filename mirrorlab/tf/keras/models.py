@@ -42,7 +42,7 @@ from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_
 from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer, shape_from_json, symbolic_inputs, takes_training
 from .naming import auto_name
-from .stacked_step import run_stacked_predict, run_stacked_step, stack_refusal
+from .stacked_step import run_stacked_predict, run_stacked_step, stack_check, stack_refusal
 
 __all__ = ["Model", "first_shape", "first_leaf", "clone_model", "load_model", "save_model", "model_from_json"]
 
@@ -596,8 +596,9 @@ class Model(Layer):
     def _replica_step(self, step: str, batch: Any) -> None:
         """The built-in train or test step on every local replica: stacked when ``stack_refusal`` allows (the same
         bits, fewer calls: see ``stacked_step``), else once per replica in ``strategy.run``."""
-        if stack_refusal(self, step, batch) is None:
-            run_stacked_step(self, batch, step == "train_step")
+        refusal, shares = stack_check(self, step, batch)
+        if refusal is None:
+            run_stacked_step(self, shares, step == "train_step")
         else:
             self._strategy.run(self._step, args=(batch, step == "train_step"))
 

@@ -32,11 +32,17 @@ from .optimizers import Optimizer, _cast
 if TYPE_CHECKING:
     from .models import Model
 
-__all__ = ["stack_refusal", "chain", "run_stacked_step", "run_stacked_predict"]
+__all__ = ["stack_refusal", "stack_check", "chain", "run_stacked_step", "run_stacked_predict"]
 
 def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
-    """Why ``step`` ("train_step", "test_step" or "predict_step") of ``model`` on the distributed ``batch`` must run per replica; None when it
-    runs stacked. It stacks when: the strategy has several local replicas on CPUs; the model
+    """Why ``step`` of ``model`` on the distributed ``batch`` must run per replica, or None (see ``stack_check``)."""
+    return stack_check(model, step, batch)[0]
+
+
+def stack_check(model: "Model", step: str, batch: Any) -> tuple[str | None, list[tuple] | None]:
+    """Why ``step`` ("train_step", "test_step" or "predict_step") of ``model`` on the distributed ``batch`` must run
+    per replica, and None; or None and each replica's unpacked (x, y, sample_weight), which the stacked step reuses
+    rather than split the batch again. It stacks when: the strategy has several local replicas on CPUs; the model
     (``model.stack_replicas`` left True) is a Sequential model, or a functional one whose layers form one chain
     (``chain``) and whose input takes the inputs as they are, of layers whose own class declares stacked execution
     (``stack_refusal`` defined in it, allowing these inputs), and it does not override its steps, ``compute_loss``
@@ -46,46 +52,47 @@ def stack_refusal(model: "Model", step: str, batch: Any) -> str | None:
     strategy = model._strategy
     ext = strategy.extended
     if not getattr(model, "stack_replicas", True):
-        return "model.stack_replicas is False"
+        return "model.stack_replicas is False", None
     if strategy._is_default or len(ext._devices) < 2:
-        return "one local replica"
+        return "one local replica", None
     if ext._placement.on_gpu:
-        return "the replicas run on GPUs"
+        return "the replicas run on GPUs", None
     layers = chain(model)
     if layers is None:
-        return "not a built Sequential model, nor a functional model whose layers form one chain"
+        return "not a built Sequential model, nor a functional model whose layers form one chain", None
     overridden = [name for name in (step, "compute_loss", "_step", "__call__") if getattr(type(model), name)
                   is not getattr(Model, name)]
     if overridden:
-        return f"{type(model).__name__} overrides {', '.join(overridden)}"
-    shares = [unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(len(ext._devices))]
+        return f"{type(model).__name__} overrides {', '.join(overridden)}", None
+    unpacked = [unpack_x_y_sample_weight(select_replica(k, batch)) for k in range(len(ext._devices))]
+    shares = [share[0] for share in unpacked]
     if not all(isinstance(x, np.ndarray) for x in shares):
-        return "the replicas' inputs are not single NumPy arrays"
+        return "the replicas' inputs are not single NumPy arrays", None
     if any(not x.ndim or not len(x) for x in shares):
-        return "empty replica batches"
+        return "empty replica batches", None
     if len({x.shape for x in shares}) != 1:
-        return "the replicas' batches differ in shape (a partial batch)"
+        return "the replicas' batches differ in shape (a partial batch)", None
     shape = shares[0].shape
     if any(is_cupy(w._read()) for w in model.weights):
-        return "the weights live on a GPU"
+        return "the weights live on a GPU", None
     if any(getattr(v, "synchronization", None) != VariableSynchronization.ON_READ
            or not isinstance(v, DistributedVariable) for v in _metric_state(model)):
         return ("a compiled metric keeps variables that are not ON_READ copies of this strategy (their updates make "
-                "the replicas meet)")
+                "the replicas meet)"), None
     if not model._in_sequence and (len(shape) != len(model.inputs[0].shape) or not _fits(model, shares[0])):
-        return "the inputs need the functional model's conversions (rank, dtype or shape)"
+        return "the inputs need the functional model's conversions (rank, dtype or shape)", None
     refusal = _layers_refusal(layers, shape)
     if refusal is not None or step != "train_step":
-        return refusal
+        return refusal, None if refusal is not None else unpacked
     optimizer = model.optimizer
     if model.losses:
-        return "the model has regularization losses"
+        return "the model has regularization losses", None
     if not model.trainable_variables:
-        return "the model has no trainable weights"
+        return "the model has no trainable weights", None
     if type(optimizer).apply_gradients is not Optimizer.apply_gradients or any(
             getattr(optimizer, clip) for clip in ("clipnorm", "clipvalue", "global_clipnorm")):
-        return "the optimizer clips gradients or overrides apply_gradients"
-    return None
+        return "the optimizer clips gradients or overrides apply_gradients", None
+    return None, unpacked
 
 
 def chain(model: "Model") -> list[Layer] | None:
@@ -136,9 +143,10 @@ def _layers_refusal(layers: list[Layer], shape: tuple) -> str | None:
     return None
 
 
-def run_stacked_step(model: "Model", batch: Any, train: bool) -> None:
-    """``model._step(batch, train)`` on every local replica, stacked (``stack_refusal`` allowed it)."""
-    run_stacked(model._strategy, lambda replicas: _step(model, replicas, batch, train))
+def run_stacked_step(model: "Model", shares: list[tuple], train: bool) -> None:
+    """``model._step(batch, train)`` on every local replica, stacked, given the replicas' unpacked ``shares`` of the
+    batch (``stack_check`` allowed it and returned them)."""
+    run_stacked(model._strategy, lambda replicas: _step(model, replicas, shares, train))
 
 
 def run_stacked_predict(model: "Model", batch: Any) -> Any:
@@ -161,10 +169,9 @@ def _forward(layers: list[Layer], x: Any, training: bool) -> list[tuple[Any, Any
     return passes
 
 
-def _step(model: "Model", replicas: StackedReplicas, batch: Any, train: bool) -> None:
+def _step(model: "Model", replicas: StackedReplicas, shares: list[tuple], train: bool) -> None:
     """Keras' step (``Model._step``) of all local replicas: forward stacked, the loss and metrics per replica, the
     backward pass stacked, then the optimizer's all-reduce and update as ``apply_gradients`` does them."""
-    shares = [unpack_x_y_sample_weight(select_replica(k, batch)) for k in range(replicas.num_local)]
     x = asarray(np.stack([share[0] for share in shares]))  # (as a layer call converts its input)
     model._check_input(x.shape[1:], train)
     model._check_trace()
