@@ -10,6 +10,8 @@ import sys
 import threading
 from functools import lru_cache
 
+from .scoped_value import scoped
+
 __all__ = ["calls_from", "user_call_site", "is_internal", "describe_frame"]
 
 
@@ -47,22 +49,10 @@ def describe_frame(filename: str, lineno: int | None, function: str) -> str:
     return f"{os.path.basename(filename)}:{lineno} in {function}"
 
 
-class calls_from:  # noqa: N801 (used like a function: ``with calls_from(site):``)
+def calls_from(site: str) -> scoped:
     """In this thread, report ``site`` where no user frame is on the stack (a replica thread running mirrorlab's
-    own step, e.g. Keras' fit, for a ``strategy.run`` the user's code called at ``site``). A class, not a generator:
-    every replica enters one per step."""
-
-    __slots__ = ("_site", "_outer")
-
-    def __init__(self, site: str) -> None:
-        self._site = site
-
-    def __enter__(self) -> None:
-        self._outer = _OUTER_SITE.get()
-        _OUTER_SITE.set(self._site)
-
-    def __exit__(self, *exc_info: object) -> None:
-        _OUTER_SITE.set(self._outer)
+    own step, e.g. Keras' fit, for a ``strategy.run`` the user's code called at ``site``)."""
+    return scoped(_OUTER_SITE, site)
 
 
 def user_call_site(default: str = "<unknown>") -> str:

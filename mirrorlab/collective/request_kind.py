@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextvars
 
+from ..scoped_value import scoped
+
 __all__ = ["requesting", "current_kind"]
 
 
@@ -13,21 +15,9 @@ _KIND: contextvars.ContextVar[str] = contextvars.ContextVar("mirrorlab_request_k
 """Per thread (or greenlet): the request the collectives started now are for."""
 
 
-class requesting:  # noqa: N801 (used like a function: ``with requesting(kind):``)
-    """In this thread, the collectives started inside are for ``kind`` (the innermost request wins). A class, not
-    a generator: every collective enters one."""
-
-    __slots__ = ("_kind", "_outer")
-
-    def __init__(self, kind: str) -> None:
-        self._kind = kind
-
-    def __enter__(self) -> None:
-        self._outer = _KIND.get()
-        _KIND.set(self._kind)
-
-    def __exit__(self, *exc_info: object) -> None:
-        _KIND.set(self._outer)
+def requesting(kind: str) -> scoped:
+    """In this thread, the collectives started inside are for ``kind`` (the innermost request wins)."""
+    return scoped(_KIND, kind)
 
 
 def current_kind() -> str:
