@@ -28,7 +28,7 @@ from mirrorlab import errors
 from mirrorlab.tensor import immutable
 
 from . import wire
-from .grpc_transport import PeerNode
+from .grpc_transport import BROKEN_CONNECTION_GRACE, PeerNode
 from .keepalive import Keepalive
 from .lane_auth import LaneAuthError, answer_challenge, challenge
 from .lane_io import LaneClosed, recv_into_all, send_all, tune
@@ -227,7 +227,7 @@ class DataLanes:
                     return
         except LaneClosed as exc:
             if not self._stopping:
-                node.peer_lost(src, f"the data lane from it broke ({exc})")
+                node.peer_lost(src, f"the data lane from it broke ({exc})", BROKEN_CONNECTION_GRACE)
         except wire.WireError as exc:
             log.warning("%s refused a frame from worker %d on its data lane: %s", node.label(node.rank), src, exc)
             node.peer_lost(src, f"it sent a malformed frame on its data lane ({exc})")
@@ -299,7 +299,8 @@ class _OutLane:
             except LaneClosed as exc:
                 self._broken = True
                 if not self.lanes._stopping:
-                    self.lanes.node.peer_lost(self.peer, f"the data lane to it broke ({exc})")
+                    self.lanes.node.peer_lost(self.peer, f"the data lane to it broke ({exc})",
+                                              BROKEN_CONNECTION_GRACE)
                 return
             finally:
                 with self._count:

@@ -44,6 +44,8 @@ ALL_GROUPS = -1
 _WAIT_SLICE = 0.2  # longest uninterruptible wait: Ctrl-C and deadlines are noticed this often
 _CLOSE_WAIT = 5.0
 _FAILED_CLOSE_WAIT = 1.0
+BROKEN_CONNECTION_GRACE = 1.0
+"""Seconds a broken connection to a peer waits for an abort notice naming the cause before it fails the node."""
 
 log = logging.getLogger("mirrorlab.backend")
 
@@ -212,8 +214,16 @@ class PeerNode:
             if peer not in (self.rank, skip) and peer not in self.departed:
                 self.send_frame(peer, frame)
 
-    def peer_lost(self, peer: int, why: str) -> None:
-        """Fail every group here with ``UnavailableError`` naming ``peer``, why, and where it last was."""
+    def peer_lost(self, peer: int, why: str, grace: float = 0.0) -> None:
+        """Fail every group here with ``UnavailableError`` naming ``peer``, why, and where it last was; after
+        ``grace`` seconds (on a thread of its own) when its connection broke: a peer that failed on another
+        worker's error closes its connections as it exits, which can arrive before that worker's abort notice
+        (another connection), and the notice, arriving within the grace, names the cause instead (first error wins)."""
+        if grace > 0:
+            timer = threading.Timer(grace, self.peer_lost, (peer, why))
+            timer.daemon = True
+            timer.start()
+            return
         if self._closing or peer in self.departed:
             return
         last = self.peer_state.get(peer, "unknown (no heartbeat answered yet)")
@@ -291,7 +301,7 @@ class _Outgoing:
             return
         exc = future.exception()
         detail = f"{exc.code().name}: {exc.details()}" if isinstance(exc, grpc.Call) else str(exc)
-        self.node.peer_lost(self.peer, f"the stream to it broke ({detail})")
+        self.node.peer_lost(self.peer, f"the stream to it broke ({detail})", BROKEN_CONNECTION_GRACE)
 
 
 class _Handler(grpc.GenericRpcHandler):

@@ -207,8 +207,8 @@ def test_an_error_on_one_worker_aborts_the_others_with_its_cause(tmp_path, path)
     assert "[worker 1] ValueError: bad batch on worker 1" in out
     for other in (0, 2):
         assert f"[worker {other}] mirrorlab.errors.UnknownError: Collective ops is aborted by: worker 1 " \
-               "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out
-        assert "failed with ValueError: bad batch on worker 1" in out
+               "(/job:worker/replica:0/task:1 at 127.0.0.1:" in out, out
+        assert "failed with ValueError: bad batch on worker 1" in out, out
     dumps = {Trace.load(path).meta["worker"]: Trace.load(path) for path in tmp_path.glob("mirrorlab-flight-*.jsonl")}
     assert sorted(dumps) == [0, 1, 2], out  # every worker wrote its flight recorder
     assert {d.meta["transport"] for d in dumps.values()} == {"grpc+lane" if path == "grpc" else path}

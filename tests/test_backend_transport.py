@@ -158,6 +158,25 @@ def test_abort_wakes_a_peer_blocked_in_recv_and_deadlines_hold(cluster_factory):
     assert GrpcTransport(c.nodes[0], 1).abort_error is None  # other groups unaffected
 
 
+def test_a_broken_connection_waits_for_the_abort_notice_that_names_the_cause(cluster_factory):
+    """Worker 0 failed on worker 1's error and exited: its connection to worker 2 breaks, and worker 1's notice,
+    arriving a moment later on another connection, still names the cause on worker 2."""
+    c = cluster_factory(3)
+    c.all(lambda r: c.rendezvous[r].wait(10))
+    c.nodes[2].peer_lost(0, "the data lane from it broke (test)", grace=0.5)
+    threading.Timer(0.1, lambda: GrpcTransport(c.nodes[1], 0).abort(errors.InternalError("boom on worker 1"))).start()
+    with pytest.raises(errors.InternalError, match="Collective ops is aborted by: boom on worker 1"):
+        c.nodes[2].recv(0, 0, time.monotonic() + 10)
+
+    lone = cluster_factory(2)  # without a notice, the lost peer is named once the grace is over
+    lone.all(lambda r: lone.rendezvous[r].wait(10))
+    started = time.monotonic()
+    lone.nodes[1].peer_lost(0, "the data lane from it broke (test)", grace=0.3)
+    with pytest.raises(errors.UnavailableError, match="the data lane from it broke"):
+        lone.nodes[1].recv(0, 0, time.monotonic() + 10)
+    assert 0.25 < time.monotonic() - started < 5
+
+
 def test_malformed_frame_is_refused_and_the_server_keeps_serving(cluster_factory):
     c = cluster_factory(2)
     node = c.nodes[0]
