@@ -35,7 +35,7 @@ def _check(name: str, capsys: pytest.CaptureFixture) -> dict:
     if record["skipped"]:
         assert status == 0
         pytest.skip(f"{name} on real processes: {record['skipped']}")
-    assert status == 0 and record["ok"], record
+    assert status == 0 and record["ok"], json.dumps(record, indent=1)  # (a string: printed whole, not cut short)
     assert record["backend"] == "real" and record["replay"] == f"mirrorlab scenario replay {name} --seed 0 --backend real"
     assert all(run["wall_time"] < 30 for run in record["runs"])
     return record
