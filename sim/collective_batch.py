@@ -270,7 +270,7 @@ class Meetings:
             if closed:
                 self._counts[counts_key] = counts
                 self._pairs[(group, counts_key)] = pairs
-        if not net.deliver_counted(group, pairs):
+        if not net.deliver_counted(group, pairs, repeats=closed):
             return False
         if closed:
             total = frozen(first.closed.total([plans[rank].closed.flat for rank in range(meeting.size)]))

@@ -89,7 +89,6 @@ class SimNetwork:
         return [e for (_, r), e in sorted(self._endpoints.items()) if r == rank]
 
     def _arrival(self, key: tuple[int, int, int], nbytes: int) -> float | None:
-        self.settle()
         pair = key[1:]
         self._sent[pair] = self._sent.get(pair, 0) + 1
         delay = self.route(key[1], key[2], nbytes, self.scheduler.now)
@@ -123,14 +122,17 @@ class SimNetwork:
         return [((group, src, dst), (src, dst), self._endpoints[(group, dst)]._expected, src, count)
                 for (src, dst), count in counts.items()]
 
-    def deliver_counted(self, group: int, pairs: list[CountedPair]) -> bool:
+    def deliver_counted(self, group: int, pairs: list[CountedPair], repeats: bool = False) -> bool:
         """If no message is in flight or waiting on any of these pairs, advance the counters as their counted
         instant messages, sent and received now, would have, and say so; else change nothing (False).
 
-        When no message of ``group`` sent one by one is untaken, every pair is quiet and the counts are only noted
-        (``settle`` adds them up before anything reads the counters): a repeated collective costs O(1), not
-        O(pairs), per instance."""
+        When no message of ``group`` sent one by one is untaken, every pair is quiet. Then the counts of ``pairs``
+        that ``repeats`` (the same list comes again for every instance of a collective) are only noted, and
+        ``settle`` adds them up before anything reads the counters: O(1), not O(pairs), per instance."""
         if not self._unreceived.get(group):
+            if not repeats:
+                self._add(pairs, 1, self.scheduler.now)
+                return True
             entry = self._pending.get(id(pairs))
             if entry is None:
                 self._pending[id(pairs)] = [pairs, 1, self.scheduler.now]
@@ -164,6 +166,7 @@ class SimNetwork:
             self._messages += count
 
     def send_abort(self, group: int, src: int, dst: int, notice: AbortNotice) -> None:
+        self.settle()
         when = self._arrival((group, src, dst), 0)
         if when is not None:
             self._at(when, lambda: self._endpoint_abort(group, dst, notice))

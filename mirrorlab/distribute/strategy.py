@@ -80,6 +80,7 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
                           np.ascontiguousarray(b).reshape(-1).view(np.uint8))
 
+
 class _OneStep:
     """The context of ``StrategyExtended._one_step`` (a class, not a generator: it is entered once a step)."""
 
