@@ -113,8 +113,9 @@ class ProcessRandomStates:
         self._live_worker = None
         for (module, functions), previous in zip(self._functions, self._previous):
             namespace = vars(module)
-            if previous is not None:  # inside another run: its lookup again
+            if previous is None:
+                del namespace["__getattr__"]
+            else:
                 namespace["__getattr__"] = previous
-                continue
-            del namespace["__getattr__"]
-            namespace.update({name: getattr(self._host[k], method) for name, (k, method) in functions.items()})
+            if getattr(previous, "functions", None) is None:  # not inside another run: the functions go back
+                namespace.update({name: getattr(self._host[k], method) for name, (k, method) in functions.items()})
