@@ -732,3 +732,29 @@ def test_confusion_metrics_serialize_as_keras_metrics():
         assert config["module"] == "keras.metrics" and config["registered_name"] is None
         restored = keras.metrics.deserialize(config)
         assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
+
+
+def test_a_tape_skips_the_input_gradient_of_a_layer_fed_a_plain_array(monkeypatch):
+    """No tape can watch a plain array, so the first Dense layer's input gradient (a third product as wide as the
+    input) is not computed; the weights' gradients are the same as when it is."""
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu"), keras.layers.Dense(3)])
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    asked: list[tuple[str, bool]] = []
+    real = keras.layers.Dense._backward_from_logits
+
+    def spy(layer, cache, dz, input_grad=True):
+        asked.append((layer.name, input_grad))
+        return real(layer, cache, dz, input_grad)
+
+    def grads():
+        with ml.GradientTape() as tape:
+            loss = ml.reduce_sum(model(x) ** 2)
+        return tape.gradient(loss, model.trainable_variables)
+
+    monkeypatch.setattr(keras.layers.Dense, "_backward_from_logits", spy)
+    skipped = grads()
+    assert [flag for _, flag in asked] == [True, False]  # the last layer's input is tracked, the first's is not
+    monkeypatch.setattr(keras.layers.Dense, "_backward_from_logits",
+                        lambda layer, cache, dz, input_grad=True: real(layer, cache, dz, True))
+    for a, b in zip(skipped, grads()):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -114,7 +114,7 @@ class Embedding(BuiltinLayer):
             f"in [0, {self.input_dim}) [Op:GatherV2]\x1b[0m\n\nFix: indices must lie in [0, input_dim) "
             f"(input_dim={self.input_dim}; negative ones count from the end): raise input_dim or map the indices.")
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         """No input gradient (indices); the matrix's as TF's: IndexedSlices of ``dy``'s rows at the indices."""
         index = cache
         rows = IndexedSlices(dy.reshape(-1, self.output_dim), index.reshape(-1),

@@ -433,8 +433,9 @@ class BuiltinLayer(Layer, ABC):
         """Implemented by subclasses."""
 
     @abstractmethod
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
-        """Implemented by subclasses."""
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
+        """Implemented by subclasses: the input's gradient (None when ``input_grad`` is False and the layer skips it:
+        a plain array's, which no tape can ask for) and the trainable weights' gradients."""
 
     def _logits(self, cache: Any) -> Any:
         """The pre-activation values a sigmoid or softmax output remembers (Keras' ``_keras_logits``), else None."""
@@ -468,7 +469,7 @@ class BuiltinLayer(Layer, ABC):
     def _stacked_backward(self, cache: Any, dy: Any, input_grad: bool) -> tuple[Any, list[Any]]:
         """``_backward`` of stacked gradients: weight gradients carry the replica axis first (one per replica);
         ``input_grad`` False may skip the input's gradient (the first layer's, which no one uses)."""
-        return self._backward(cache, dy)
+        return self._backward(cache, dy, input_grad)
 
 
 def refuse_stacked(refusal: str) -> None:
@@ -501,12 +502,13 @@ def differentiable(layer: BuiltinLayer, inputs: Any, out: Any, cache: Any, stack
     def backward_from(value: Any, from_logits: bool) -> Any:
         def backward(g: Any) -> list[tuple[Any, Any]]:
             dy = like(asarray(g, value.dtype), value)
-            if stacked:  # (a plain array's gradient goes nowhere: not computed)
+            if stacked:
                 step = layer._stacked_backward_from_logits if from_logits else layer._stacked_backward
-                dx, grads = step(cache, dy, not isinstance(inputs, np.ndarray))
             else:
                 step = layer._backward_from_logits if from_logits else layer._backward
-                dx, grads = step(cache, dy)  # dx None: no input gradient (indices)
+            # (a plain array's gradient goes nowhere, as no tape can watch one: not computed; dx None: no input
+            # gradient, for indices too)
+            dx, grads = step(cache, dy, not isinstance(inputs, np.ndarray))
             return [*([] if dx is None else [(inputs, dx)]), *zip(weights, grads)]
         return backward
     if logits is None:
@@ -550,7 +552,7 @@ class InputLayer(BuiltinLayer):
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         return x, None
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         return dy, []
 
     def stack_refusal(self, input_shape: tuple) -> str | None:
@@ -577,11 +579,11 @@ class _Activated(BuiltinLayer):
         """The gradient w.r.t. the pre-activation, from the gradient ``dy`` w.r.t. the output."""
         return self.activation.backward(cache[-2], cache[-1], dy)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
-        return self._backward_from_logits(cache, self._activation_grad(cache, dy))
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
+        return self._backward_from_logits(cache, self._activation_grad(cache, dy), input_grad)
 
     @abstractmethod
-    def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
+    def _backward_from_logits(self, cache: Any, dz: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         """``_backward`` from the gradient ``dz`` w.r.t. the pre-activation."""
 
     def _activation_refusal(self, width: Any) -> str | None:
@@ -595,7 +597,7 @@ class _Activated(BuiltinLayer):
     def _stacked_backward_from_logits(self, cache: Any, dz: Any, input_grad: bool) -> tuple[Any, list[Any]]:
         """``_stacked_backward`` from the pre-activation's gradient: ``_backward_from_logits`` for a layer whose
         backward treats rows apart."""
-        return self._backward_from_logits(cache, dz)
+        return self._backward_from_logits(cache, dz, input_grad)
 
 
 class _KernelBias(_Activated):
@@ -675,14 +677,14 @@ class Dense(_KernelBias):
         a = self.activation.forward(z)
         return a, (x, z, a)
 
-    def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
+    def _backward_from_logits(self, cache: Any, dz: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         x = cache[0]
         kernel = self.kernel._read()
         x2, dz2 = x.reshape(-1, x.shape[-1]), dz.reshape(-1, dz.shape[-1])
         grads = [(x2.T @ dz2).astype(self.dtype, copy=False)]
         if self.bias is not None:
             grads.append(tf_sum(dz2, axis=0).astype(self.dtype, copy=False))
-        return dz @ kernel.T, grads
+        return (dz @ kernel.T if input_grad else None), grads
 
     def stack_refusal(self, input_shape: tuple) -> str | None:
         """Dense stacks inputs of rank 2 (a batch of vectors per replica), whose products stay each replica's own
@@ -714,7 +716,7 @@ class Flatten(BuiltinLayer):
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         return x.reshape(x.shape[0], int(np.prod(x.shape[1:]))), x.shape  # (sized: an empty batch reshapes too)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         return dy.reshape(cache), []
 
     def stack_refusal(self, input_shape: tuple) -> str | None:
@@ -757,7 +759,7 @@ class Reshape(BuiltinLayer):
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         return x.reshape((x.shape[0], *self.target_shape)), x.shape
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         return dy.reshape(cache), []
 
 
@@ -777,7 +779,7 @@ class Activation(_Activated):
         a = self.activation.forward(x)
         return a, (x, a)
 
-    def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
+    def _backward_from_logits(self, cache: Any, dz: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         return dz, []
 
     def stack_refusal(self, input_shape: tuple) -> str | None:
@@ -820,7 +822,7 @@ class Dropout(BuiltinLayer):
         scale = dropout_scale(self.rate, x.dtype)
         return xp.where(keep, x * scale, x.dtype.type(0)), (keep, scale)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         if cache is None:
             return dy, []
         keep, scale = cache
@@ -947,7 +949,7 @@ class Conv2D(_KernelBias):
         a = self.activation.forward(z)
         return a, (x.shape, padded.shape, cols, z, a)
 
-    def _backward_from_logits(self, cache: Any, dz: Any) -> tuple[Any, list[Any]]:
+    def _backward_from_logits(self, cache: Any, dz: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         x_shape, padded_shape, cols, z, _ = cache
         n, oh, ow, _ = z.shape
         (kh, kw), (sh, sw) = self.kernel_size, self.strides

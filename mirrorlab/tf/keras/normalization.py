@@ -96,7 +96,7 @@ class BatchNormalization(BuiltinLayer):
         shift = self._broadcast(self.beta._read(), x.ndim) - mean * inv if self.center else -mean * inv
         return x * inv + shift, (x, mean, root, inv, centered, count)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         x, mean, root, inv, centered, count = cache
         axes, t = self._axes(x.ndim), x.dtype.type
         dy_sum = dy.sum(axis=axes, keepdims=True)
@@ -206,7 +206,7 @@ class LayerNormalization(BuiltinLayer):
         out = (xc * inv + shift).astype(x.dtype, copy=False).astype(self.dtype, copy=False)
         return out, (xc, x.dtype, mean, centered, count, root, gamma, inv, shift.shape)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         xc, dtype, mean, centered, count, root, gamma, inv, shift_shape = cache
         if dtype.kind != "f":  # the cast back to integers stops every gradient
             return None, []

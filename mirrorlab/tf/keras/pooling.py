@@ -133,7 +133,7 @@ class MaxPooling2D(_Pooling2D):
         out = np.take_along_axis(flat, first[..., None], axis=-1)[..., 0]
         return self._back(out), (x.shape, geometry, first)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         x_shape, geometry, first = cache
         dy = self._nhwc(dy)
         pw = self.pool_size[1]
@@ -155,7 +155,7 @@ class AveragePooling2D(_Pooling2D):
         counts = inside.sum(axis=(-2, -1))
         return self._back(windows.sum(axis=(-2, -1)) / counts), (x.shape, geometry, counts)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         x_shape, geometry, counts = cache
         share = self._nhwc(dy) / counts
         return self._back(self._spread(lambda i, j: share, geometry, x_shape, share.dtype)), []
@@ -188,7 +188,7 @@ class GlobalAveragePooling2D(_GlobalPooling2D):
     def _forward(self, x: Any, training: bool) -> tuple[Any, Any]:
         return tf_mean(x, axis=self._axes, keepdims=self.keepdims), x.shape
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         h, w = (cache[a] for a in self._axes)
         return np.broadcast_to(self._kept(dy) / dy.dtype.type(h * w), cache).copy(), []
 
@@ -200,7 +200,7 @@ class GlobalMaxPooling2D(_GlobalPooling2D):
         peak = x.max(axis=self._axes, keepdims=True)
         return (peak if self.keepdims else peak.squeeze(self._axes)), (x, peak)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         x, peak = cache
         hits = (x == peak).astype(dy.dtype)
         return hits / hits.sum(axis=self._axes, keepdims=True) * self._kept(dy), []

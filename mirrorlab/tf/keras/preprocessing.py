@@ -34,6 +34,6 @@ class Rescaling(BuiltinLayer):
         scale = np.asarray(self.scale, self.dtype)
         return x * scale + np.asarray(self.offset, self.dtype), (x.shape, scale)
 
-    def _backward(self, cache: Any, dy: Any) -> tuple[Any, list[Any]]:
+    def _backward(self, cache: Any, dy: Any, input_grad: bool = True) -> tuple[Any, list[Any]]:
         shape, scale = cache
         return unbroadcast(dy * scale, shape), []
