@@ -734,27 +734,32 @@ def test_confusion_metrics_serialize_as_keras_metrics():
         assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
 
 
-def test_a_tape_skips_the_input_gradient_of_a_layer_fed_a_plain_array(monkeypatch):
-    """No tape can watch a plain array, so the first Dense layer's input gradient (a third product as wide as the
-    input) is not computed; the weights' gradients are the same as when it is."""
-    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu"), keras.layers.Dense(3)])
-    x = RNG.standard_normal((4, 6)).astype(np.float32)
-    asked: list[tuple[str, bool]] = []
-    real = keras.layers.Dense._backward_from_logits
+@pytest.mark.parametrize("first, shape", [("dense", (6,)), ("conv", (5, 5, 2))])
+def test_a_tape_skips_the_input_gradient_of_a_layer_fed_a_plain_array(monkeypatch, first, shape):
+    """No tape can watch a plain array, so the first layer's input gradient (for Dense a third product as wide as
+    the input, for Conv2D a transposed convolution) is not computed; the weights' gradients are the same as when
+    it is."""
+    layer = (keras.layers.Dense(5, activation="relu") if first == "dense"
+             else keras.layers.Conv2D(3, 2, activation="relu"))
+    model = keras.Sequential([keras.Input(shape), layer, keras.layers.Flatten(), keras.layers.Dense(3)])
+    x = RNG.standard_normal((4, *shape)).astype(np.float32)
+    asked: list[tuple[bool, bool]] = []  # (input_grad, whether no input gradient came back)
+    kind = type(layer)
+    real = kind._backward_from_logits
 
-    def spy(layer, cache, dz, input_grad=True):
-        asked.append((layer.name, input_grad))
-        return real(layer, cache, dz, input_grad)
+    def spy(self, cache, dz, input_grad=True):
+        out = real(self, cache, dz, input_grad)
+        asked.append((input_grad, out[0] is None))
+        return out
 
     def grads():
         with ml.GradientTape() as tape:
             loss = ml.reduce_sum(model(x) ** 2)
         return tape.gradient(loss, model.trainable_variables)
 
-    monkeypatch.setattr(keras.layers.Dense, "_backward_from_logits", spy)
+    monkeypatch.setattr(kind, "_backward_from_logits", spy)
     skipped = grads()
-    assert [flag for _, flag in asked] == [True, False]  # the last layer's input is tracked, the first's is not
-    monkeypatch.setattr(keras.layers.Dense, "_backward_from_logits",
-                        lambda layer, cache, dz, input_grad=True: real(layer, cache, dz, True))
+    assert asked[-1] == (False, True)  # the first layer (the last to run backward) was fed the plain array
+    monkeypatch.setattr(kind, "_backward_from_logits", lambda self, cache, dz, input_grad=True: real(self, cache, dz))
     for a, b in zip(skipped, grads()):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -959,6 +959,8 @@ class Conv2D(_KernelBias):
         grads = [(cols.T @ dz).reshape(self.kernel.shape).astype(self.dtype, copy=False)]
         if self.bias is not None:
             grads.append(tf_sum(dz, axis=0).astype(self.dtype, copy=False))
+        if not input_grad:
+            return None, grads
         dcols = (dz @ kernel.T).reshape(n, oh, ow, kh, kw, c)
         dpadded = array_module(dz).zeros(padded_shape, dtype=dz.dtype)
         for i in range(kh):
