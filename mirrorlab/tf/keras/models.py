@@ -42,7 +42,7 @@ from .data_adapter import as_arrays, as_dataset, train_validation_split, unpack_
 from .epoch_iterator import EpochIterator
 from .layers import InputLayer, Layer, shape_from_json, symbolic_inputs, takes_training
 from .naming import auto_name
-from .stacked_step import run_stacked_predict, run_stacked_step, stack_check, stack_refusal
+from .stacked_step import run_stacked_predict, run_stacked_step, stack_check
 
 __all__ = ["Model", "first_shape", "first_leaf", "clone_model", "load_model", "save_model", "model_from_json"]
 
@@ -594,7 +594,7 @@ class Model(Layer):
         return count, logs
 
     def _replica_step(self, step: str, batch: Any) -> None:
-        """The built-in train or test step on every local replica: stacked when ``stack_refusal`` allows (the same
+        """The built-in train or test step on every local replica: stacked when ``stack_check`` allows (the same
         bits, fewer calls: see ``stacked_step``), else once per replica in ``strategy.run``."""
         refusal, shares = stack_check(self, step, batch)
         if refusal is None:
@@ -823,8 +823,9 @@ class Model(Layer):
         """One batch's outputs: computed here (``local``), else each replica's, in Keras' order."""
         if local:
             return [self.predict_step((batch,))]
-        if stack_refusal(self, "predict_step", batch) is None:
-            outputs = run_stacked_predict(self, batch)
+        refusal, shares = stack_check(self, "predict_step", batch)
+        if refusal is None:
+            outputs = run_stacked_predict(self, shares)
         else:
             outputs = self._strategy.run(self.predict_step, args=(batch,))
         return [to_host(p) for p in self._replica_outputs(outputs)]

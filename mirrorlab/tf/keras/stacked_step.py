@@ -149,11 +149,11 @@ def run_stacked_step(model: "Model", shares: list[tuple], train: bool) -> None:
     run_stacked(model._strategy, lambda replicas: _step(model, replicas, shares, train))
 
 
-def run_stacked_predict(model: "Model", batch: Any) -> Any:
-    """``model.predict_step(batch)`` on every local replica, stacked: the replicas' outputs (per-replica values)."""
+def run_stacked_predict(model: "Model", shares: list[tuple]) -> Any:
+    """``model.predict_step(batch)`` on every local replica, stacked, given the replicas' unpacked ``shares`` of the
+    batch (``stack_check`` allowed it and returned them): the replicas' outputs (per-replica values)."""
     def step(replicas: StackedReplicas) -> Any:
-        shares = [unpack_x_y_sample_weight(select_replica(k, batch))[0] for k in range(replicas.num_local)]
-        x = asarray(np.stack(shares))
+        x = asarray(np.stack([share[0] for share in shares]))
         model._check_input(x.shape[1:], False)
         out = _forward(chain(model), x, False)[-1][0]
         return regroup([out[k] for k in range(replicas.num_local)])
