@@ -219,12 +219,12 @@ class PeerNode:
         ``grace`` seconds (on a thread of its own) when its connection broke: a peer that failed on another
         worker's error closes its connections as it exits, which can arrive before that worker's abort notice
         (another connection), and the notice, arriving within the grace, names the cause instead (first error wins)."""
-        if grace > 0:
+        if self._closing or peer in self.departed:
+            return
+        if grace > 0:  # (asked again when the grace is over: the peer may have said goodbye, or we closed, since)
             timer = threading.Timer(grace, self.peer_lost, (peer, why))
             timer.daemon = True
             timer.start()
-            return
-        if self._closing or peer in self.departed:
             return
         last = self.peer_state.get(peer, "unknown (no heartbeat answered yet)")
         header = self._last_header.get(peer)
