@@ -29,7 +29,7 @@ from ..communication import Options
 from . import context
 from .regroup import select_replica
 from .replica_context import ReplicaContext
-from .stacked_run import StackedReplicas, run_stacked
+from .stacked_run import StackedReplicas, run_stacked, stack_parts
 from .values import PerReplica, ReplicaValues
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _stacked_arguments(structure: Any, n: int) -> Any:
             parts = [np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else None for v in leaf.values]
             if any(p is None for p in parts) or len({(p.shape, p.dtype) for p in parts}) != 1:
                 return None
-            leaf = np.stack(parts)
+            leaf = stack_parts(parts)
         out.append(leaf)
     return nest.pack_sequence_as(structure, out)
 

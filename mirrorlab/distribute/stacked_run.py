@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..aggregation import ReduceOp
 from ..callsite import calls_from, user_call_site
 from ..communication import Options
@@ -24,7 +26,7 @@ from .replica_pool import ReplicaPool, SyncRequest
 if TYPE_CHECKING:
     from .strategy import Strategy
 
-__all__ = ["StackedReplicas", "run_stacked"]
+__all__ = ["StackedReplicas", "run_stacked", "stack_parts"]
 
 
 class StackedReplicas:
@@ -106,3 +108,27 @@ def run_stacked(strategy: "Strategy", step: Callable[[StackedReplicas], Any]) ->
         finally:
             ext._pool = pool
     return result
+
+
+def stack_parts(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.stack(parts)``, the replicas' parts of one value on a new first axis; without copying when the parts
+    already lie one after the other in one array's memory (a batch split per replica), as a view of it, writeable
+    as the parts are (so a step that writes into its input writes where each replica would)."""
+    first = parts[0]
+    owner = _owner(first)
+    size = first.nbytes
+    start = first.__array_interface__["data"][0]
+    if size and all(
+            part.flags.c_contiguous and part.shape == first.shape and part.dtype == first.dtype
+            and part.__array_interface__["data"][0] == start + k * size and _owner(part) is owner
+            for k, part in enumerate(parts)):
+        return np.lib.stride_tricks.as_strided(first, (len(parts), *first.shape), (size, *first.strides),
+                                               writeable=all(part.flags.writeable for part in parts))
+    return np.stack(parts)
+
+
+def _owner(array: np.ndarray) -> Any:
+    """The object whose memory ``array`` views (the array itself when it owns its data)."""
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array

@@ -21,7 +21,7 @@ import numpy as np
 from ...aggregation import ReduceOp, VariableSynchronization
 from ...distribute.distributed_variables import DistributedVariable
 from ...distribute.regroup import regroup, select_replica
-from ...distribute.stacked_run import StackedReplicas, run_stacked
+from ...distribute.stacked_run import StackedReplicas, run_stacked, stack_parts
 from ...tensor import asarray, is_cupy
 from ..autodiff import GradientTape, Tracked, untracked
 from . import activations
@@ -153,7 +153,7 @@ def run_stacked_predict(model: "Model", shares: list[tuple]) -> Any:
     """``model.predict_step(batch)`` on every local replica, stacked, given the replicas' unpacked ``shares`` of the
     batch (``stack_check`` allowed it and returned them): the replicas' outputs (per-replica values)."""
     def step(replicas: StackedReplicas) -> Any:
-        x = asarray(np.stack([share[0] for share in shares]))
+        x = asarray(stack_parts([share[0] for share in shares]))
         model._check_input(x.shape[1:], False)
         out = _forward(chain(model), x, False)[-1][0]
         return regroup([out[k] for k in range(replicas.num_local)])
@@ -172,7 +172,7 @@ def _forward(layers: list[Layer], x: Any, training: bool) -> list[tuple[Any, Any
 def _step(model: "Model", replicas: StackedReplicas, shares: list[tuple], train: bool) -> None:
     """Keras' step (``Model._step``) of all local replicas: forward stacked, the loss and metrics per replica, the
     backward pass stacked, then the optimizer's all-reduce and update as ``apply_gradients`` does them."""
-    x = asarray(np.stack([share[0] for share in shares]))  # (as a layer call converts its input)
+    x = asarray(stack_parts([share[0] for share in shares]))  # (as a layer call converts its input)
     model._check_input(x.shape[1:], train)
     model._check_trace()
     layers = chain(model)
@@ -215,7 +215,7 @@ def _stacked_loss(model: "Model", shares: list[tuple], out: Any, logits: Any) ->
         return None
     try:
         losses, grads, used = model.loss.stacked_in_step(
-            np.stack([share[1] for share in shares]), out if logits is None else activations.with_logits(out, logits))
+            stack_parts([share[1] for share in shares]), out if logits is None else activations.with_logits(out, logits))
     except Exception:  # noqa: BLE001 (recomputed per replica, which raises it as each replica would)
         return None
     return losses, grads, logits is not None and used is logits
