@@ -201,7 +201,7 @@ def _step(model: "Model", replicas: StackedReplicas, shares: list[tuple], train:
         top, from_logits = np.stack([np.asarray(s) for s in seeds]), logits is not None
     grads = _backward(layers, passes, asarray(top, (logits if from_logits else out).dtype), from_logits)
     variables = model.trainable_variables
-    by_leaf = [[_cast(g, var.dtype) for g in grads[id(var)]] for var in variables]
+    by_leaf = [list(_cast(grads[id(var)], var.dtype)) for var in variables]  # (each replica's slice)
     reduced = replicas.all_reduce(ReduceOp.SUM, by_leaf)
     optimizer = model.optimizer
     replicas.merge_call(lambda strategy: optimizer._apply(reduced, variables))
