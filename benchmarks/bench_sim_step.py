@@ -30,8 +30,10 @@ import numpy as np
 
 import mirrorlab.tf as ml
 from mirrorlab.distribute.batch_safe import batch_safe
+from mirrorlab.distribute.stacked_run import stack_parts
 from mirrorlab.runtime.blas import pin_blas_threads
 from mirrorlab.sim import SimCluster
+from mirrorlab.tf._kernels.summation import tf_sum_each
 
 GLOBAL_BATCH = 256
 LR = 0.1
@@ -232,6 +234,63 @@ def keras_fit(steps: int, stack: bool, devices: int = 8) -> float:
     return SimCluster(workers=1, devices_per_worker=devices).run(program).values()[0]
 
 
+def keras_arithmetic(steps: int, devices: int = 8) -> float:
+    """Seconds per step of the stacked Keras ``fit`` step's arithmetic alone, in a simulated worker: what any stacked
+    step bit-identical to ``fit`` must compute (``keras_arithmetic_program``), with no framework around it."""
+    return SimCluster(workers=1, devices_per_worker=devices).run(keras_arithmetic_program, steps).values()[0][0]
+
+
+def keras_arithmetic_program(steps: int, initial: list[np.ndarray] | None = None) -> tuple[float, list[np.ndarray]]:
+    """The stacked ``fit`` step's arithmetic ``steps + 5`` times (from ``initial`` weights, else the Keras MLP's):
+    seconds per step (the last ``steps``) and the weights after them. The same operations as the stacked step on
+    the same operands (``tests/test_benchmarks.py`` checks the weights equal ``fit``'s bit for bit): each replica's
+    products (``np.matmul`` of the stacked batch), the loss's stacked kernel with TF's exp, log and sums, the bias
+    gradients summed in TF's order (``tf_sum_each``), the replicas' gradients summed in order, SGD's update; but no
+    layer, loss, metric, optimizer, variable, collective or input pipeline objects between them."""
+    x, y = data()
+    strategy = ml.distribute.MirroredStrategy()
+    n = strategy.num_replicas_in_sync
+    per = GLOBAL_BATCH // n
+    with strategy.scope():
+        weights = initial or [w.numpy() for w in keras_mlp().weights]
+        loss = ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # (scaled for the replicas in sync)
+        lr = np.float32(LR)
+        for i in range(steps + 5):
+            if i == 5:
+                start = time.perf_counter()
+            xs = stack_parts([x[k * per:(k + 1) * per] for k in range(n)])
+            ys = stack_parts([y[k * per:(k + 1) * per] for k in range(n)])
+            w1, b1, w2, b2 = weights
+            h = xs @ w1 + b1
+            r = np.maximum(h, 0)
+            _, dz, _ = loss.stacked_in_step(ys, r @ w2 + b2)
+            dz = np.asarray(dz)
+            dh = (dz @ w2.T) * (h > 0)
+            grads = [np.matmul(np.swapaxes(xs, 1, 2), dh), tf_sum_each(dh), np.matmul(np.swapaxes(r, 1, 2), dz),
+                     tf_sum_each(dz)]
+            weights = [w - np.add.reduce(g, axis=0) * lr for w, g in zip(weights, grads)]
+    return (time.perf_counter() - start) / steps, weights
+
+
+def keras_arithmetic_matches_fit(steps: int = 3, devices: int = 8) -> bool:
+    """Whether ``keras_arithmetic_program`` leaves the weights of the stacked ``fit`` over the same ``steps + 5``
+    batches, bit for bit (so its time is a floor under the stacked step's)."""
+    x, y = data()
+
+    def fitted() -> list[np.ndarray]:
+        strategy = ml.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = keras_mlp()
+            model.compile(optimizer=ml.keras.optimizers.SGD(LR),
+                          loss=ml.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(ml.data.Dataset.from_tensors((x, y)).repeat(), steps_per_epoch=steps + 5, verbose=0)
+        return [w.numpy() for w in model.weights]
+
+    runs = [SimCluster(1, devices).run(program).values()[0] for program in (fitted, lambda: keras_arithmetic_program(
+        steps)[1])]
+    return all(a.tobytes() == b.tobytes() for a, b in zip(*runs))
+
+
 def allreduce_1m(workers: int, devices: int, repeats: int = 3, size: int = 1 << 20, shared: bool = False
                  ) -> list[float]:
     """Wall seconds for ``workers x devices`` replicas to all-reduce ``size`` (1M) float32 each (first = cold);
@@ -267,6 +326,7 @@ MLP_VARIANTS = {
     "SimCluster(1, 8), @batch_safe stacked": lambda steps: simulated(steps, stacked=True),
     "Keras fit, SimCluster(1, 8), stacked": lambda steps: keras_fit(steps, stack=True),
     "Keras fit, SimCluster(1, 8), per replica": lambda steps: keras_fit(steps, stack=False),
+    "Keras fit's stacked arithmetic alone (its floor)": keras_arithmetic,
     "tape loop, SimCluster(1, 8), per replica": tape_loop,
     "tape loop, SimCluster(1, 8), @batch_safe stacked": lambda steps: tape_loop(steps, stacked=True),
 }
@@ -291,6 +351,8 @@ def mlp_report(steps: int, repeats: int) -> None:
               f"min x whole batch {best / whole:5.2f}, min x 8 slices {best / sliced:5.2f}")
     print("  @batch_safe stacked step's weights equal the per-replica step's bit for bit: "
           f"{stacked_matches_per_replica()}")
+    print("  Keras fit's stacked arithmetic alone leaves fit's weights bit for bit: "
+          f"{keras_arithmetic_matches_fit()}")
     print("  @batch_safe stacked tape loop's weights equal the per-replica loop's bit for bit: "
           f"{tape_stacked_matches_per_replica()}")
     print("  targets: simulated <= 1.5x the 8 slices (hand-written step), Keras fit and the tape loop <= 1.5x the "

@@ -100,3 +100,14 @@ def test_keras_variants_run():
     bench = _load()
     assert bench.keras_fit(1, stack=True, devices=2) > 0.0 and bench.keras_fit(1, stack=False, devices=2) > 0.0
     assert bench.tape_loop(1, devices=2) > 0.0
+
+
+
+def test_keras_fits_stacked_arithmetic_alone_leaves_fits_weights_bit_for_bit(monkeypatch):
+    """The benchmark's floor under Keras fit is fit's own arithmetic: run alone, it ends on fit's weights (on 4
+    replicas too); with the bias gradients summed in NumPy's order instead of TF's, it does not."""
+    bench = _load()
+    assert bench.keras_arithmetic_matches_fit(steps=1) and bench.keras_arithmetic_matches_fit(steps=1, devices=4)
+    assert bench.keras_arithmetic(steps=1, devices=2) > 0.0
+    monkeypatch.setattr(bench, "tf_sum_each", lambda values: values.sum(axis=1))
+    assert not bench.keras_arithmetic_matches_fit(steps=1)
