@@ -104,8 +104,9 @@ def test_keras_variants_run():
 
 
 def test_keras_fits_stacked_arithmetic_alone_leaves_fits_weights_bit_for_bit(monkeypatch):
-    """The benchmark's floor under Keras fit is fit's own arithmetic: run alone, it ends on fit's weights (on 4
-    replicas too); with the bias gradients summed in NumPy's order instead of TF's, it does not."""
+    """The benchmark's floor under Keras fit is fit's own arithmetic: run alone, it ends on the weights of fit and
+    of the stacked tape loop (on 4 replicas too); with the bias gradients summed in NumPy's order instead of TF's,
+    it does not."""
     bench = _load()
     assert bench.keras_arithmetic_matches_fit(steps=1) and bench.keras_arithmetic_matches_fit(steps=1, devices=4)
     assert bench.keras_arithmetic(steps=1, devices=2) > 0.0
