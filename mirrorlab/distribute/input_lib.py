@@ -232,14 +232,13 @@ class DistributedIterator:
         if self._done:
             raise StopIteration
         ext = self._strategy.extended
-        site = user_call_site()
         local = [self._pull(ext, self._streams[k % len(self._streams)], partial) for k in range(len(ext._devices))]
         have = sum(v is not None for v in local)
         if not partial and have < len(local):
             self._done = True
             raise StopIteration
         if self._agree:
-            counts = ext._group.all_reduce(ReduceOp.SUM, [[np.asarray(have, np.int64)]], site)
+            counts = ext._group.all_reduce(ReduceOp.SUM, [[np.asarray(have, np.int64)]], user_call_site())
             have_any = int(counts[0]) > 0
         else:
             have_any = have > 0
