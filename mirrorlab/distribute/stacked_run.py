@@ -115,16 +115,17 @@ def stack_parts(parts: Sequence[np.ndarray]) -> np.ndarray:
     already lie one after the other in one array's memory (a batch split per replica), as a view of it, writeable
     as the parts are (so a step that writes into its input writes where each replica would)."""
     first = parts[0]
+    size, shape, dtype = first.nbytes, first.shape, first.dtype
     owner = _owner(first)
-    size = first.nbytes
-    start = first.__array_interface__["data"][0]
-    if size and all(
-            part.flags.c_contiguous and part.shape == first.shape and part.dtype == first.dtype
-            and part.__array_interface__["data"][0] == start + k * size and _owner(part) is owner
-            for k, part in enumerate(parts)):
-        return np.lib.stride_tricks.as_strided(first, (len(parts), *first.shape), (size, *first.strides),
-                                               writeable=all(part.flags.writeable for part in parts))
-    return np.stack(parts)
+    address = first.__array_interface__["data"][0]
+    writeable = True
+    for part in parts:
+        if (not size or part.shape != shape or part.dtype != dtype or not part.flags.c_contiguous
+                or part.__array_interface__["data"][0] != address or _owner(part) is not owner):
+            return np.stack(parts)
+        address += size
+        writeable = writeable and part.flags.writeable
+    return np.lib.stride_tricks.as_strided(first, (len(parts), *shape), (size, *first.strides), writeable=writeable)
 
 
 def _owner(array: np.ndarray) -> Any:
