@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorlab.tf._kernels.summation import tf_sum
+from mirrorlab.tf._kernels.summation import tf_sum, tf_sum_each
 
 
 @st.composite
@@ -45,3 +45,36 @@ def test_other_arrays_sum_as_numpy() -> None:
     assert tf_sum(ints) == 45 and tf_sum(ints).dtype == np.int32
     assert tf_sum(np.zeros((0, 3), np.float32), axis=0).shape == (3,)
     assert tf_sum(np.float32(2.5) * np.ones((), np.float32)) == np.float32(2.5)
+
+
+def _column_sum_one_by_one(column: np.ndarray, vectorised: bool) -> np.float32:
+    """One output's sum of its rows, value by value: in a vectorised packet with 16 rows or more, every fourth row
+    into one of four accumulators, combined in order, then the rows left over; otherwise the rows in order."""
+    if not vectorised or len(column) < 16:
+        total = column.dtype.type(0)
+        for value in column:
+            total = total + value
+        return total
+    four = len(column) // 4 * 4
+    lanes = [column.dtype.type(0)] * 4
+    for i in range(four):
+        lanes[i % 4] = lanes[i % 4] + column[i]
+    total = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3]
+    for value in column[four:]:
+        total = total + value
+    return total
+
+
+@settings(max_examples=80, deadline=None)
+@given(outer=st.integers(1, 3), rows=st.integers(1, 40), columns=st.integers(1, 20), seed=st.integers(0, 2**32 - 1))
+def test_sums_over_rows_add_each_output_as_its_packet_does(outer: int, rows: int, columns: int, seed: int) -> None:
+    """Sums over the rows of slabs (``tf_sum_each``: each slab apart, its packets from its first column), against
+    the same order written value by value, on values of wide-ranging magnitudes (where orders round differently)."""
+    rng = np.random.default_rng(seed)
+    slabs = (rng.standard_normal((outer, rows, columns)) * 10.0 ** rng.integers(-4, 5, (outer, rows, columns))
+             ).astype(np.float32)
+    if rows < 2 or columns < 2:  # (summed by tf_sum, which drops axes of size 1)
+        return
+    expected = np.array([[_column_sum_one_by_one(slabs[k, :, j], j < columns // 8 * 8) for j in range(columns)]
+                         for k in range(outer)], np.float32)
+    assert tf_sum_each(slabs).tobytes() == expected.tobytes()

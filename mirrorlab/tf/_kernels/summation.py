@@ -96,6 +96,8 @@ def _columns(slabs: np.ndarray, each: bool = False) -> np.ndarray:
     their rows in order. ``each``: packets counted from each slab's start, as when each slab is summed alone."""
     packet = _PACKET_BYTES // slabs.dtype.itemsize
     outer, rows, columns = slabs.shape
+    if rows >= 16 and not columns % packet:  # every output lies in a vectorised packet
+        return _four_accumulators(slabs)
     out = np.add.reduce(slabs, axis=1)  # rows in order (NumPy's reduce over a non-inner axis is sequential)
     if each:
         starts = (np.arange(outer)[:, None] * columns + np.arange(0, columns - packet + 1, packet)).ravel()
@@ -104,14 +106,21 @@ def _columns(slabs: np.ndarray, each: bool = False) -> np.ndarray:
         starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
     if rows < 16 or not len(starts):
         return out
+    vectorised = (starts[:, None] + np.arange(packet)).ravel()
+    out.reshape(-1)[vectorised] = _four_accumulators(slabs).reshape(-1)[vectorised]
+    return out
+
+
+def _four_accumulators(slabs: np.ndarray) -> np.ndarray:
+    """Each slab's sum of rows as a vectorised packet adds them: every fourth row into one of four accumulators,
+    which are then combined in order and take the rows left over."""
+    outer, rows, columns = slabs.shape
     four = (rows // 4) * 4
     lanes = np.add.reduce(slabs[:, :four].reshape(outer, -1, 4, columns), axis=1)
     accum = ((lanes[:, 0] + lanes[:, 1]) + lanes[:, 2]) + lanes[:, 3]
     for j in range(four, rows):
         accum = accum + slabs[:, j]
-    vectorised = (starts[:, None] + np.arange(packet)).ravel()
-    out.reshape(-1)[vectorised] = accum.reshape(-1)[vectorised]
-    return out
+    return accum
 
 
 def tf_sum_along(values: Any, axis: int) -> Any:
