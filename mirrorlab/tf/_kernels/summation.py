@@ -99,12 +99,16 @@ def _columns(slabs: np.ndarray, each: bool = False) -> np.ndarray:
     if rows >= 16 and not columns % packet:  # every output lies in a vectorised packet
         return _four_accumulators(slabs)
     out = np.add.reduce(slabs, axis=1)  # rows in order (NumPy's reduce over a non-inner axis is sequential)
-    if each:
-        starts = (np.arange(outer)[:, None] * columns + np.arange(0, columns - packet + 1, packet)).ravel()
-    else:
-        starts = np.arange(0, (outer * columns // packet) * packet, packet)
-        starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
-    if rows < 16 or not len(starts):
+    if rows < 16:
+        return out
+    if each:  # each slab's first whole packets
+        whole = columns // packet * packet
+        if whole:
+            out[:, :whole] = _four_accumulators(slabs[:, :, :whole])
+        return out
+    starts = np.arange(0, (outer * columns // packet) * packet, packet)
+    starts = starts[starts % columns + packet <= columns]  # the packets Eigen vectorises
+    if not len(starts):
         return out
     vectorised = (starts[:, None] + np.arange(packet)).ravel()
     out.reshape(-1)[vectorised] = _four_accumulators(slabs).reshape(-1)[vectorised]
