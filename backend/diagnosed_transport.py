@@ -51,7 +51,7 @@ class DiagnosedTransport(Transport):
         try:
             return self.inner.recv(src, deadline)
         except HANG_ERRORS as exc:
-            if isinstance(exc, errors.DeadlineExceededError) and self.inner.abort_error is None:
+            if isinstance(exc, errors.DeadlineExceededError) and not errors.is_copy_of(exc, self.inner.abort_error):
                 raise  # this worker's own deadline: the communicator words it and explains it through abort()
             self.explain(exc)
             raise

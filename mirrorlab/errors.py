@@ -131,6 +131,12 @@ class SimulatedCrash(BaseException):
     ``except Exception`` cannot swallow the crash."""
 
 
+def is_copy_of(error: BaseException, original: OpError | None) -> bool:
+    """Whether ``error`` is ``original`` or a ``clone`` of it (its class and arguments), e.g. a group's abort error
+    raised by a receive, as opposed to an error of the receive's own that happened at the same moment."""
+    return original is not None and type(error) is type(original) and error.args == original.args
+
+
 def clone(error: OpError) -> OpError:
     """A fresh copy of ``error`` to raise again (one instance raised in many places piles up tracebacks)."""
     copy = type(error).__new__(type(error), *error.args)

@@ -149,20 +149,23 @@ class Instance:
         except errors.DeadlockError as exc:
             raise self.comm.fail(exc) from None
         except errors.DeadlineExceededError as exc:
-            if self.comm.error is not None:
+            if errors.is_copy_of(exc, self.comm.error):
                 raise  # a peer's timeout passed on: its own words (and, on real workers, the diagnosis)
             raise self.timed_out(f"{self.comm.worker_label(peer)}, which has not sent its part") from exc
         self._check(peer, message.header)
         return message.payload
 
     def timed_out(self, waiting_for: str) -> errors.OpError:
-        """TF's timeout error for this instance, naming what it waited for, after failing the group with it."""
-        return self.comm.fail(errors.DeadlineExceededError(
+        """TF's timeout error for this instance, naming what it waited for, after failing the group with it; or, when
+        a peer's abort failed the group first (it arrived as this deadline passed), that abort, in its own words."""
+        error = self.comm.fail(errors.DeadlineExceededError(
             "Collective has timed out during execution.\n"
             f"{self.comm.worker_label(self.rank)} waited {self.timeout} s in {self.state.describe()} "
             f"for {waiting_for}.\n"
             "Fix: check that worker is alive and runs the same collectives; raise "
             "CommunicationOptions(timeout_seconds=...) if it is merely slow."))
+        group_error = self.comm.error
+        return error if group_error is error else errors.clone(group_error)
 
     def _check(self, peer: int, header: Header) -> None:
         mine, theirs = self.state, CollectiveState(header.seq, header.fingerprint, header.site, header.kind)
