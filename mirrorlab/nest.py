@@ -157,6 +157,8 @@ def map_structure(fn: Callable, *structures: Any, check_types: bool = True, expa
     False)."""
     if not structures:
         raise ValueError("Must provide at least one structure")
+    if len(structures) == 1 and type(structures[0]) in (tuple, list) and not any(map(is_nested, structures[0])):
+        return type(structures[0])([fn(leaf) for leaf in structures[0]])  # the common flat case, without the walk
     for other in structures[1:]:
         assert_same_structure(structures[0], other, check_types=check_types)
     flats = [flatten(s) for s in structures]

@@ -13,6 +13,7 @@ import mirrorlab.tf as ml
 from mirrorlab.tf import data as md
 from mirrorlab import errors
 from mirrorlab.sim import SimCluster
+from mirrorlab.tf.data.sharding import DeclaredShapeError, DeclaredShapesDataset
 
 
 def policy(dataset: md.Dataset, name: str) -> md.Dataset:
@@ -327,3 +328,19 @@ def test_an_element_that_fails_raises_when_read_not_when_distributed(tmp_path):
     distributed = ml.MirroredStrategy(["/cpu:0", "/cpu:1"]).experimental_distribute_dataset(failing)
     with pytest.raises(errors.InvalidArgumentError, match="Integer division by zero"):
         next(iter(distributed))
+
+
+def test_declared_shapes_are_checked_on_every_element_not_only_the_first_of_a_shape():
+    """The iterator's check of a rewritten rebatch's declared shape: elements that fit pass (each shape checked
+    once), one that does not raises TF's error when it is reached, a later different misfit too."""
+    shapes = [(2, 3), (2, 3), (1, 3), (2, 3), (4, 3)]
+    source = ml.data.Dataset.from_generator(lambda: (np.zeros(s, np.float32) for s in shapes),
+                                            output_signature=ml.TensorSpec((None, 3), ml.float32))
+    it = iter(DeclaredShapesDataset(source, ml.TensorSpec((2, 3), ml.float32)))
+    assert [next(it).shape for _ in range(2)] == [(2, 3), (2, 3)]
+    with pytest.raises(DeclaredShapeError, match=r"component 0: expected \[2,3\] but got \[1,3\]"):
+        next(it)
+    again = iter(DeclaredShapesDataset(source.skip(3), ml.TensorSpec((2, 3), ml.float32)))
+    assert next(again).shape == (2, 3)
+    with pytest.raises(DeclaredShapeError, match=r"expected \[2,3\] but got \[4,3\]"):
+        next(again)

@@ -67,6 +67,22 @@ def test_pack_sequence_as_agrees_with_the_general_walk_and_round_trips(structure
     assert typed(nest.pack_sequence_as(structure, nest.flatten(structure))) == typed(structure)
 
 
+
+@settings(max_examples=300, deadline=None)
+@given(structure=structures_st)
+def test_map_structure_agrees_with_packing_the_mapped_leaves(structure):
+    """Its flat fast path (a plain tuple or list of leaves) included: the same nest, ``fn`` called leaf by leaf in
+    flatten order."""
+    calls: list = []
+
+    def fn(leaf):
+        calls.append(leaf)
+        return ("mapped", leaf)
+
+    mapped = nest.map_structure(fn, structure)
+    assert calls == nest.flatten(structure)
+    assert typed(mapped) == typed(nest.pack_sequence_as(structure, [("mapped", leaf) for leaf in calls]))
+
 @settings(max_examples=200, deadline=None)
 @given(structure=structures_st, extra=st.integers(-3, 3).filter(bool))
 def test_wrong_length_packing_fails_alike_on_both_paths(structure, extra):

@@ -129,11 +129,15 @@ class DeclaredShapesDataset(UnaryDataset):
 
     def _iterate(self) -> Iterator[Any]:
         specs = nest.flatten(self.declared)
+        fitting: set[tuple[int, tuple]] = set()  # (component, shape) pairs already checked (most elements repeat one)
         for element in self._input:
             for k, (spec, value) in enumerate(zip(specs, nest.flatten(element), strict=True)):
                 actual = tuple(np.shape(value))
+                if (k, actual) in fitting:
+                    continue
                 if len(actual) != len(spec.shape) or any(d is not None and d != a for d, a in zip(spec.shape, actual)):
                     raise DeclaredShapeError(k, _shape_text(spec.shape), _shape_text(actual))
+                fitting.add((k, actual))
             yield element
 
     @property
