@@ -113,3 +113,26 @@ def test_batch_safe_marks_functions_only():
     assert not is_batch_safe(fn) and batch_safe(fn) is fn and is_batch_safe(fn)
     with pytest.raises(TypeError, match="takes a function"):
         batch_safe(3)
+
+
+def test_a_stacked_function_writing_into_its_input_writes_where_each_replica_would():
+    """Inputs sliced one after the other from one batch are stacked as a view: an in-place write lands in the
+    caller's batch exactly as the per-replica calls' writes do; slices apart in memory are stacked as a copy, which
+    the write does not reach the batch through (as documented in docs/strategy.md)."""
+    def program(safe, gap):
+        strategy = ml.MultiWorkerMirroredStrategy()
+        batch = np.arange(24, dtype=np.float32).reshape(8, 3)
+        xs = strategy.experimental_distribute_values_from_function(
+            lambda c: batch[c.replica_id_in_sync_group * (2 + gap):c.replica_id_in_sync_group * (2 + gap) + 2])
+
+        def step(x):
+            x *= np.float32(-1)
+            return x.sum()
+
+        strategy.run(batch_safe(step) if safe else step, args=(xs,))
+        return batch
+
+    per_replica, stacked = (SimCluster(1, 2).run(program, safe, 0).values()[0] for safe in (False, True))
+    assert stacked.tobytes() == per_replica.tobytes() and (per_replica[:4] < 0).sum() == 11  # (0 stays 0)
+    apart = SimCluster(1, 2).run(program, True, 2).values()[0]  # slices 0:2 and 4:6: stacked as a copy
+    assert (apart < 0).sum() == 0
