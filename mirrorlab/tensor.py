@@ -18,7 +18,7 @@ import numpy as np
 
 from . import errors, nest
 
-__all__ = ["Tensor", "tensor_view", "tensors_out", "returns_tensors", "as_tensor", "array_module", "is_cupy", "frozen", "immutable", "dtype_name", "shape_of", "asarray", "to_host", "like",
+__all__ = ["Tensor", "tensor_view", "tensors_out", "returns_tensors", "as_tensor", "array_module", "is_cupy", "frozen", "immutable", "root_array", "dtype_name", "shape_of", "asarray", "to_host", "like",
            "device_of", "IndexedSlices", "STRING", "is_string", "canonical", "encoded", "list_leaves",
            "truncating_divide"]
 
@@ -270,12 +270,18 @@ def returns_tensors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def root_array(array: np.ndarray) -> np.ndarray:
+    """The array at the end of ``array``'s chain of views: the one whose ``base`` is not an array (it owns its
+    memory, or views a buffer such as bytes)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
 def immutable(array: np.ndarray) -> bool:
     """True when ``array`` views memory nobody can write any more (a read-only owner), so a transport
     may send it later without taking a copy now."""
-    root = array
-    while isinstance(root.base, np.ndarray):
-        root = root.base
+    root = root_array(array)
     return root.base is None and not root.flags.writeable
 
 

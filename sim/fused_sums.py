@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mirrorlab.tensor import immutable
+from mirrorlab.tensor import immutable, root_array
 
 from .lazy_array import Alias, Concat, LazyArray, Leaf, Reshape, Slice, bottom_up, view_base
 
@@ -149,9 +149,7 @@ class FusedSums:
     def _leaf_runs(self, array: np.ndarray) -> list[Run]:
         """The runs of a real array: positions in the memory of the array it views, when it views one plainly, so
         that the halves of one input sent to different ranks stay one expression."""
-        root = array
-        while isinstance(root.base, np.ndarray):
-            root = root.base
+        root = root_array(array)
         key = id(root)
         offset = 0
         plain = (array.flags.c_contiguous and root.flags.c_contiguous and root.dtype == array.dtype)

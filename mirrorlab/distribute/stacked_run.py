@@ -18,6 +18,7 @@ import numpy as np
 from ..aggregation import ReduceOp
 from ..callsite import calls_from, user_call_site
 from ..communication import Options
+from ..tensor import root_array
 from . import context
 from .extended_api import CROSS_REPLICA_REQUIRED
 from .replica_context import ReplicaContext, reduce_replica_leaves
@@ -116,20 +117,14 @@ def stack_parts(parts: Sequence[np.ndarray]) -> np.ndarray:
     as the parts are (so a step that writes into its input writes where each replica would)."""
     first = parts[0]
     size, shape, dtype = first.nbytes, first.shape, first.dtype
-    owner = _owner(first)
+    root = root_array(first)
     address = first.__array_interface__["data"][0]
     writeable = True
     for part in parts:
         if (not size or part.shape != shape or part.dtype != dtype or not part.flags.c_contiguous
-                or part.__array_interface__["data"][0] != address or _owner(part) is not owner):
+                or part.__array_interface__["data"][0] != address or root_array(part) is not root):
             return np.stack(parts)
         address += size
         writeable = writeable and part.flags.writeable
     return np.lib.stride_tricks.as_strided(first, (len(parts), *shape), (size, *first.strides), writeable=writeable)
 
-
-def _owner(array: np.ndarray) -> Any:
-    """The object whose memory ``array`` views (the array itself when it owns its data)."""
-    while isinstance(array, np.ndarray) and array.base is not None:
-        array = array.base
-    return array
