@@ -45,7 +45,10 @@ class AnnounceSaves(tf.keras.callbacks.Callback):
         self.backup = backup
 
     def on_train_batch_end(self, batch, logs=None):
-        print("saved", int(self.backup._manager.checkpoint.save_counter.numpy()), flush=True)
+        # One write of the whole line: print() writes its parts apart, and with PYTHONUNBUFFERED each part is a write
+        # of its own, so a SIGKILL between them would leave the test a torn "saved" line without its number.
+        sys.stdout.write(f"saved {int(self.backup._manager.checkpoint.save_counter.numpy())}\n")
+        sys.stdout.flush()
 
 
 def build_model() -> tf.keras.Model:
